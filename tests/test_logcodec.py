@@ -1,0 +1,203 @@
+"""Render -> parse is the identity for any message (property-based and adversarial)."""
+
+from __future__ import annotations
+
+import string
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vaultlcm.logcodec import ParsedEntry, StoredMessage, decode_entry, iter_entries, render_entry
+from vaultlcm.messages import Message
+from vaultlcm.tokens import count_tokens
+
+
+class MemStore:
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def put(self, data: bytes, ext: str) -> str:
+        import hashlib
+
+        name = f"file_{hashlib.sha256(data).hexdigest()[:16]}.{ext}"
+        self.files[name] = data
+        return name
+
+    def get(self, name: str) -> bytes:
+        return self.files[name]
+
+
+AT = datetime(2026, 11, 29, 10, 0, 5, tzinfo=UTC)
+
+
+def roundtrip(msg: Message, large_tokens: int = 25_000) -> tuple[Message, bytes, MemStore]:
+    store = MemStore()
+    sm = StoredMessage(message=msg, conversation="c", seq=1, at=AT, tokens=1)
+    data = render_entry(sm, store, count_tokens=count_tokens, large_tokens=large_tokens)
+    entries = list(iter_entries(data, path="t.md"))
+    assert len(entries) == 1 and isinstance(entries[0], ParsedEntry)
+    return decode_entry(entries[0], store), data, store
+
+
+ADVERSARIAL = [
+    "",
+    " ",
+    "\t\t",
+    "   \n  \n",
+    "```",
+    "````python\ncode\n````",
+    "```\nunclosed fence",
+    "~~~\ntilde\n~~~",
+    "---",
+    "---\ntitle: fake frontmatter\n---\n",
+    "# Heading\n## Another",
+    "> [!note] fake callout\n> body",
+    "> [!user] **user** · 2026-11-29 10:00:00",
+    '<!-- lcm:{"id":"m-x","seq":1,"parts":[]} -->',
+    "-->",
+    "^m-deadbeef",
+    "text ^block-id",
+    "line\r\nwindows\r\nlines",
+    "mixed\r\nand\nunix\r",
+    "lone\rcarriage",
+    "trailing spaces   \nand tabs\t",
+    "emoji 🦜🚀 and ZWJ 👩‍👩‍👧",
+    "RTL \u202eevil\u202c and Hebrew שלום, Arabic مرحبا",
+    "zero\u200bwidth\u200c\u200d\ufeff",
+    "nul\x00byte and \x07 bell and \x1b[31m ansi",
+    "line\u2028separator\u2029para\x85nel",
+    "\n",
+    "\n\n\n",
+    "x" * 1_000_000,
+    "|table|\n|---|\n|a|",
+    "[[wikilink]] and ![[embed.png]] and %%comment%%",
+]
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+def test_adversarial_text_roundtrips(text: str) -> None:
+    msg = Message(
+        id="m-1",
+        role="assistant",
+        timestamp="2026-11-29T10:00:05Z",
+        content=[
+            {"type": "text", "text": text},
+            {"type": "thinking", "thinking": text},
+            {"type": "tool_call", "id": "call_1", "name": "run", "arguments": {"cmd": text}},
+            {"type": "tool_result", "call_id": "call_1", "content": text, "is_error": False},
+        ],
+        extra={"weird": text},
+    )
+    back, data, _ = roundtrip(msg)
+    assert back == msg
+    assert b"\r" not in data  # logs hold LF line ends only
+    assert data.endswith(b"\n")
+
+
+@pytest.mark.parametrize("n", range(3, 12))
+def test_code_fences_of_every_length(n: int) -> None:
+    fence = "`" * n
+    text = f"{fence}python\nprint(1)\n{fence}\n" + "`" * (n + 1)
+    msg = Message(id="m-1", role="user", content=[{"type": "text", "text": text}])
+    assert roundtrip(msg)[0] == msg
+    msg2 = Message(id="m-2", role="tool", content=[{"type": "tool_call", "id": "x", "name": "n", "arguments": text}])
+    assert roundtrip(msg2)[0] == msg2
+
+
+def test_large_payload_is_externalized_and_read_back() -> None:
+    big = "word " * 30_000
+    msg = Message(id="m-1", role="tool", content=[{"type": "tool_result", "call_id": "c", "content": big}])
+    back, data, store = roundtrip(msg)
+    assert back == msg
+    assert len(data) < 2000 and len(store.files) == 1
+
+
+def test_image_is_stored_as_a_file() -> None:
+    import base64
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256))).decode()
+    msg = Message(id="m-1", role="user", content=[{"type": "image", "media_type": "image/png", "data": png}])
+    back, data, store = roundtrip(msg)
+    assert back == msg
+    (name, raw), = store.files.items()
+    assert name.endswith(".png") and raw.startswith(b"\x89PNG")
+    assert f"![[{name}]]".encode() in data
+
+
+def test_noncanonical_base64_kept_exactly() -> None:
+    msg = Message(id="m-1", role="user", content=[{"type": "image", "media_type": "image/png", "data": "aGk=\n"}])
+    assert roundtrip(msg)[0] == msg
+
+
+def test_torn_tail_is_reported_not_parsed() -> None:
+    msg = Message(id="m-1", role="user", content=[{"type": "text", "text": "a\nb\nc"}])
+    store = MemStore()
+    sm = StoredMessage(message=msg, conversation="c", seq=1, at=AT, tokens=1)
+    data = render_entry(sm, store, count_tokens=count_tokens, large_tokens=25_000)
+    for cut in range(1, len(data) - 1):
+        items = list(iter_entries(data + data[:cut], path="t.md"))
+        assert isinstance(items[0], ParsedEntry)
+        assert items[-1] == len(data) or (len(items) == 2 and isinstance(items[1], ParsedEntry))
+
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+texts = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=200) | st.sampled_from(ADVERSARIAL[:-2])
+block = st.one_of(
+    st.builds(lambda t: {"type": "text", "text": t}, texts),
+    st.builds(lambda t, s: {"type": "thinking", "thinking": t, "signature": s}, texts, st.text(max_size=10)),
+    st.builds(
+        lambda i, n, a: {"type": "tool_call", "id": i, "name": n, "arguments": a},
+        st.text(max_size=12), st.text(max_size=12), json_values,
+    ),
+    st.builds(
+        lambda c, t, e: {"type": "tool_result", "call_id": c, "content": t, "is_error": e},
+        st.text(max_size=12), texts, st.booleans(),
+    ),
+    st.builds(
+        lambda c, t: {"type": "tool_result", "call_id": c, "content": [{"type": "text", "text": t}]},
+        st.text(max_size=12), texts,
+    ),
+    st.builds(lambda u: {"type": "image", "url": u}, st.text(max_size=30)),
+    st.builds(lambda k, v: {"type": "x-" + k, "value": v}, st.text(string.ascii_letters, max_size=6), json_values),
+)
+messages = st.builds(
+    lambda role, ts, content, extra: Message(id="m-abc", role=role, timestamp=ts, content=content, extra=extra),
+    st.sampled_from(["user", "assistant", "tool", "system"]) | st.text(min_size=1, max_size=20),
+    st.none() | st.just("2026-11-29T10:00:05Z"),
+    st.lists(block, max_size=5),
+    st.dictionaries(st.text(max_size=10).filter(lambda k: k not in ("id", "role", "timestamp", "content")), json_values, max_size=3),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages)
+def test_render_parse_identity(msg: Message) -> None:
+    back, data, _ = roundtrip(msg)
+    assert back == msg
+    assert b"\r" not in data
+    text = data.decode("utf-8")
+    # every callout line starts with '>' so content can never forge structure
+    body = text.split("\n")[1:]
+    end = body.index("")
+    assert all(line.startswith(">") for line in body[:end])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(messages, min_size=1, max_size=5))
+def test_many_entries_in_one_file(msgs: list[Message]) -> None:
+    store = MemStore()
+    blob = b"---\nfrontmatter: x\n---\n\n# title\n\n"
+    for i, m in enumerate(msgs):
+        m = m.model_copy(update={"id": f"m-{i}"})
+        blob += render_entry(StoredMessage(m, "c", i, AT, 1), store, count_tokens=count_tokens, large_tokens=25_000)
+    entries = [e for e in iter_entries(blob, path="t.md")]
+    assert [e.id for e in entries] == [f"m-{i}" for i in range(len(msgs))]  # type: ignore[union-attr]
+    for i, (m, e) in enumerate(zip(msgs, entries)):
+        assert decode_entry(e, store) == m.model_copy(update={"id": f"m-{i}"})  # type: ignore[arg-type]

@@ -1,0 +1,253 @@
+"""The catalog: a derived SQLite map of where every message lives.
+
+It lives in ``.vaultlcm/catalog.sqlite`` and is never the source of truth: each
+log file's size, mtime and the bytes just before the last parsed offset are
+recorded, and :meth:`Catalog.sync_logs` re-reads only what changed (appends are
+parsed from the last offset; anything else re-reads the whole file). Delete the
+file and it is rebuilt from the Markdown on next use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CorruptVaultError
+from .logcodec import ParsedEntry, iter_entries
+
+SCHEMA_VERSION = "1"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS logs(
+    path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    parsed INTEGER NOT NULL, head_hash TEXT NOT NULL, torn INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS messages(
+    id TEXT PRIMARY KEY, conv TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, role TEXT NOT NULL,
+    tokens INTEGER NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, hash TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS messages_conv_seq ON messages(conv, seq, at, id);
+CREATE INDEX IF NOT EXISTS messages_path ON messages(path);
+CREATE TABLE IF NOT EXISTS duplicates(id TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL);
+"""
+HEAD_BYTES = 256
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    id: str
+    conv: str
+    seq: int
+    at: str
+    role: str
+    tokens: int
+    path: str
+    start: int
+    end: int
+    hash: str
+
+
+def entry_hash(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def _head_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+class Catalog:
+    """Thread-safe access to the catalog database of one vault."""
+
+    def __init__(self, root: Path, db_path: Path) -> None:
+        self.root = root
+        self.db_path = db_path
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            # Derived data: losing the last commits on power loss only costs a re-scan.
+            db.execute("PRAGMA synchronous=NORMAL")
+            version = None
+            try:
+                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+                version = row[0] if row else None
+            except sqlite3.DatabaseError:
+                version = None
+            if version not in (None, SCHEMA_VERSION):
+                db.close()
+                raise sqlite3.DatabaseError("old schema")
+            db.executescript(_SCHEMA)
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)", (SCHEMA_VERSION,))
+            return db
+        except sqlite3.DatabaseError:
+            # A damaged or outdated catalog is just deleted: the Markdown is the truth.
+            for suffix in ("", "-wal", "-shm"):
+                Path(str(self.db_path) + suffix).unlink(missing_ok=True)
+            db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)", (SCHEMA_VERSION,))
+            return db
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- logs --------------------------------------------------------------------
+
+    def sync_logs(self, conv: str, logs_dir: Path) -> int:
+        """Bring the catalog up to date with ``logs_dir``; returns how many entries were read."""
+        on_disk: dict[str, Path] = {}
+        if logs_dir.is_dir():
+            for p in logs_dir.iterdir():
+                if p.suffix == ".md" and p.is_file():
+                    on_disk[p.relative_to(self.root).as_posix()] = p
+        read = 0
+        with self._lock:
+            known = {
+                row[0]: row
+                for row in self._db.execute(
+                    "SELECT path, size, mtime_ns, parsed, head_hash FROM logs WHERE conv=?", (conv,)
+                )
+            }
+            for rel in set(known) - set(on_disk):
+                with self.transaction() as db:
+                    db.execute("DELETE FROM messages WHERE path=?", (rel,))
+                    db.execute("DELETE FROM logs WHERE path=?", (rel,))
+            for rel, path in sorted(on_disk.items()):
+                st = path.stat()
+                row = known.get(rel)
+                if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns:
+                    continue
+                read += self._sync_file(conv, rel, path, row)
+        return read
+
+    def _sync_file(self, conv: str, rel: str, path: Path, row: tuple | None) -> int:
+        data = path.read_bytes()
+        st = path.stat()
+        start = 0
+        if row is not None:
+            parsed, head = row[3], row[4]
+            if len(data) >= parsed and _head_hash(data[max(0, parsed - HEAD_BYTES) : parsed]) == head:
+                start = parsed
+        entries: list[ParsedEntry] = []
+        torn_at: int | None = None
+        line = data.count(b"\n", 0, start) + 1
+        for item in iter_entries(data[start:], path=rel, base_offset=start, base_line=line):
+            if isinstance(item, int):
+                torn_at = item
+            else:
+                entries.append(item)
+        parsed = torn_at if torn_at is not None else len(data)
+        with self.transaction() as db:
+            if start == 0:
+                db.execute("DELETE FROM messages WHERE path=?", (rel,))
+                db.execute("DELETE FROM duplicates WHERE path=?", (rel,))
+            for e in entries:
+                m = e.meta
+                values = (m["id"], conv, int(m["seq"]), m["at"], m["role"], int(m.get("tok", 0)), rel, e.start, e.end, entry_hash(e.raw))
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                    values,
+                )
+                if cur.rowcount == 0:
+                    existing = db.execute("SELECT path, start FROM messages WHERE id=?", (m["id"],)).fetchone()
+                    if existing != (rel, e.start):
+                        db.execute("INSERT INTO duplicates(id, path, start) VALUES(?,?,?)", (m["id"], rel, e.start))
+            db.execute(
+                "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,?)",
+                (rel, conv, st.st_size, st.st_mtime_ns, parsed, _head_hash(data[max(0, parsed - HEAD_BYTES) : parsed]), int(torn_at is not None)),
+            )
+        return len(entries)
+
+    def record_append(self, conv: str, rel: str, path: Path, entries: Iterable[ParsedEntry]) -> None:
+        """Record entries this process just appended (skips re-reading its own write)."""
+        st = path.stat()
+        with path.open("rb") as fh:
+            fh.seek(max(0, st.st_size - HEAD_BYTES))
+            head = fh.read()
+        with self.transaction() as db:
+            for e in entries:
+                m = e.meta
+                db.execute(
+                    "INSERT OR REPLACE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                    (m["id"], conv, int(m["seq"]), m["at"], m["role"], int(m.get("tok", 0)), rel, e.start, e.end, entry_hash(e.raw)),
+                )
+            db.execute(
+                "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,0)",
+                (rel, conv, st.st_size, st.st_mtime_ns, st.st_size, _head_hash(head)),
+            )
+
+    def torn_logs(self, conv: str | None = None) -> list[tuple[str, int]]:
+        with self._lock:
+            sql = "SELECT path, parsed FROM logs WHERE torn=1" + (" AND conv=?" if conv else "")
+            return list(self._db.execute(sql, (conv,) if conv else ()))
+
+    # -- queries -----------------------------------------------------------------
+
+    def last_seq(self, conv: str) -> int:
+        with self._lock:
+            row = self._db.execute("SELECT MAX(seq) FROM messages WHERE conv=?", (conv,)).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def get(self, msg_id: str) -> MessageRow | None:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM messages WHERE id=?", (msg_id,)).fetchone()
+        return MessageRow(*row) if row else None
+
+    def has_ids(self, ids: Iterable[str]) -> set[str]:
+        ids = list(ids)
+        found: set[str] = set()
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                q = f"SELECT id FROM messages WHERE id IN ({','.join('?' * len(chunk))})"
+                found.update(r[0] for r in self._db.execute(q, chunk))
+        return found
+
+    def rows(self, conv: str) -> list[MessageRow]:
+        """All messages of ``conv`` in conversation order (seq, then time, then id)."""
+        with self._lock:
+            return [
+                MessageRow(*r)
+                for r in self._db.execute("SELECT * FROM messages WHERE conv=? ORDER BY seq, at, id", (conv,))
+            ]
+
+    def stats(self) -> list[tuple[str, int, int, int, str | None, str | None]]:
+        """Per conversation: name, messages, tokens, days, first and last time."""
+        with self._lock:
+            return list(
+                self._db.execute(
+                    "SELECT conv, COUNT(*), COALESCE(SUM(tokens),0), COUNT(DISTINCT path), MIN(at), MAX(at) "
+                    "FROM messages GROUP BY conv ORDER BY conv"
+                )
+            )
+
+    def duplicates(self) -> list[tuple[str, str, int]]:
+        with self._lock:
+            return list(self._db.execute("SELECT id, path, start FROM duplicates"))
+
+    def require_consistent(self, conv: str) -> None:
+        dups = [d for d in self.duplicates()]
+        if dups:
+            msg_id, rel, _ = dups[0]
+            raise CorruptVaultError(f"message id {msg_id} appears more than once", path=rel)

@@ -1,0 +1,174 @@
+"""The ``vaultlcm`` command line: one command per :class:`~vaultlcm.Vault` method.
+
+Heavy libraries are imported inside the commands that need them so that
+``vaultlcm --help`` stays instant. Library errors become one ``Error: ...`` line
+on stderr and exit code 1 (2 for usage errors).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from .errors import VaultLCMError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, indent=None))
+
+
+def handle_errors(func: F) -> F:
+    """Turn library errors into ``Error: ...`` and the right exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except VaultLCMError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except BrokenPipeError:
+            sys.exit(0)
+
+    return wrapper  # type: ignore[return-value]
+
+
+class Context:
+    def __init__(self, vault_path: str | None) -> None:
+        self.vault_path = Path(vault_path) if vault_path else Path.cwd()
+        self._vault: Any = None
+
+    def vault(self) -> Any:
+        from .vault import Vault
+
+        if self._vault is None:
+            self._vault = Vault(self.vault_path)
+        return self._vault
+
+    def close(self) -> None:
+        if self._vault is not None:
+            self._vault.close()
+
+
+pass_ctx = click.make_pass_decorator(Context)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="vaultlcm")
+@click.option(
+    "--vault",
+    "vault_path",
+    envvar="VAULTLCM_VAULT",
+    type=click.Path(file_okay=False),
+    help="Vault folder (default: VAULTLCM_VAULT, else the current directory).",
+)
+@click.pass_context
+def cli(ctx: click.Context, vault_path: str | None) -> None:
+    """vaultlcm: lossless memory for AI agents, kept as an Obsidian vault."""
+    obj = Context(vault_path)
+    ctx.obj = obj
+    ctx.call_on_close(obj.close)
+
+
+@cli.command()
+@click.argument("path", required=False, type=click.Path(file_okay=False))
+@click.pass_context
+@handle_errors
+def init(ctx: click.Context, path: str | None) -> None:
+    """Create a vault (settings, .gitignore, .gitattributes); safe to run twice."""
+    from .layout import init_vault
+    from .settings import default_toml
+
+    root = Path(path) if path else ctx.obj.vault_path
+    written = init_vault(root, default_toml())
+    if written:
+        click.echo(f"Initialized vault in {root.resolve()} (wrote {', '.join(written)})")
+    else:
+        click.echo(f"Vault in {root.resolve()} already initialized; nothing changed")
+
+
+FORMAT_CHOICE = click.Choice(["auto", "native", "openai", "anthropic", "claude-code", "openclaw"])
+
+
+@cli.command()
+@click.argument("file", required=False, default="-", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-c", "--conversation", required=True, help="Conversation to append to (created if new).")
+@click.option("--format", "fmt", type=FORMAT_CHOICE, default="auto", show_default=True, help="Input format.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"ids": [...]} instead of a summary line.')
+@pass_ctx
+@handle_errors
+def ingest(obj: Context, file: str, conversation: str, fmt: str, as_json: bool) -> None:
+    """Append a transcript FILE (JSON array or JSON Lines; - for stdin) to a conversation."""
+    ids = obj.vault().ingest_file(conversation, file, format=fmt)
+    if as_json:
+        _echo_json({"ids": ids})
+    else:
+        click.echo(f"Ingested {len(ids)} message(s) into {conversation}")
+
+
+@cli.command()
+@click.option("-c", "--conversation", required=True, help="Conversation to export.")
+@click.option(
+    "--format", "fmt", type=click.Choice(["native", "openai", "anthropic"]), default="native", show_default=True
+)
+@pass_ctx
+@handle_errors
+def export(obj: Context, conversation: str, fmt: str) -> None:
+    """Write a conversation as JSON Lines on stdout (lossless for the format it came in)."""
+    for record in obj.vault().export(conversation, fmt):
+        click.echo(json.dumps(record, ensure_ascii=False))
+
+
+@cli.command()
+@click.argument("item_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the item as JSON.")
+@pass_ctx
+@handle_errors
+def show(obj: Context, item_id: str, as_json: bool) -> None:
+    """Print one message or summary verbatim."""
+    item = obj.vault().show(item_id)
+    if as_json:
+        _echo_json(item)
+        return
+    if item["kind"] == "message":
+        msg = item["message"]
+        click.echo(f"{msg['id']} · {msg['role']} · {msg.get('timestamp', '')} · {item['conversation']}")
+        from .messages import message_from_native
+
+        m = message_from_native(msg)
+        text = m.searchable_text() if not m.text else m.text
+        click.echo(text)
+    else:
+        click.echo(item["text"])
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@pass_ctx
+@handle_errors
+def status(obj: Context, as_json: bool) -> None:
+    """Conversations with their message counts, tokens and days."""
+    st = obj.vault().status()
+    if as_json:
+        _echo_json(st)
+        return
+    click.echo(f"Vault: {st['vault']}")
+    if not st["conversations"]:
+        click.echo("No conversations yet. Add one with `vaultlcm ingest FILE -c NAME`.")
+    for c in st["conversations"]:
+        click.echo(
+            f"{c['conversation']}: {c['messages']} messages, {c['tokens']} tokens, {c['days']} day(s), "
+            f"{c['first_at']} .. {c['last_at']}"
+        )
+
+
+def main() -> None:  # pragma: no cover - console entry
+    cli()

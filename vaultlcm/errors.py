@@ -1,0 +1,107 @@
+"""The one exception hierarchy of vaultlcm.
+
+Every error the library raises on purpose is a :class:`VaultLCMError`. Messages
+are written for the person at the keyboard: they say what is wrong, where (file,
+line, id) and what to do about it. Only the CLI turns them into ``Error: ...``
+lines and exit codes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class VaultLCMError(Exception):
+    """Base class of every error vaultlcm raises on purpose."""
+
+    exit_code: int = 1
+
+
+class UsageError(VaultLCMError):
+    """The caller asked for something that cannot mean anything (exit code 2)."""
+
+    exit_code = 2
+
+
+class NotAVaultError(VaultLCMError):
+    """The folder given as the vault has no ``vaultlcm.toml``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(
+            f"{path} is not a vaultlcm vault (no vaultlcm.toml). "
+            f"Create one with `vaultlcm init {path}`, or point at an existing vault "
+            "with --vault PATH or VAULTLCM_VAULT."
+        )
+
+
+class SettingsError(VaultLCMError):
+    """A setting in ``vaultlcm.toml`` or a ``VAULTLCM_*`` variable is invalid."""
+
+
+class InvalidNameError(VaultLCMError):
+    """A conversation name cannot be used as a folder and link target."""
+
+
+class InputFormatError(VaultLCMError):
+    """A transcript given to ``ingest`` is malformed.
+
+    ``source`` names the file (or ``<stdin>``) and ``line`` the 1-based line where
+    the problem is, when there is one.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, line: int | None = None) -> None:
+        self.source = source
+        self.line = line
+        where = ""
+        if source is not None:
+            where = f"{source}:{line}: " if line is not None else f"{source}: "
+        elif line is not None:
+            where = f"line {line}: "
+        super().__init__(f"{where}{message}")
+
+
+class CorruptVaultError(VaultLCMError):
+    """A file of the vault cannot be parsed; names the file and line."""
+
+    def __init__(self, message: str, *, path: Path | str | None = None, line: int | None = None) -> None:
+        self.path = path
+        self.line = line
+        where = ""
+        if path is not None:
+            where = f"{path}:{line}: " if line is not None else f"{path}: "
+        super().__init__(
+            f"{where}{message}. Run `vaultlcm doctor` to see every problem in the vault."
+        )
+
+
+class NotFoundError(VaultLCMError):
+    """No message, summary, file or conversation has the given id or name."""
+
+
+class DuplicateIdError(VaultLCMError):
+    """A message id supplied by the caller already exists in the vault."""
+
+
+class LockTimeoutError(VaultLCMError):
+    """Another process held a conversation's lock for too long."""
+
+
+class SummarizerError(VaultLCMError):
+    """A summarizer could not produce a summary (provider down, bad reply, ...).
+
+    Compaction catches it, leaves the messages uncovered and retries later; no
+    data is lost.
+    """
+
+
+class ProviderConfigError(SummarizerError):
+    """A provider is selected but cannot be used as configured (missing key, missing SDK)."""
+
+
+class IndexError_(VaultLCMError):
+    """The full-text index failed; it can always be rebuilt with ``vaultlcm reindex``."""
+
+
+class ValidationProblem(VaultLCMError):
+    """A hand-edited note failed validation; names the file and field."""

@@ -1,0 +1,90 @@
+"""Crash-safe file writes: a note appears whole or not at all.
+
+``atomic_write`` writes a temporary file in the same folder, fsyncs it, renames it
+over the target and fsyncs the folder, so after a crash at any point the target
+holds either the old bytes or the new ones. (The ``atomicwrites`` package that
+used to do this is archived by its author; this is the same dozen lines.)
+``durable_append`` is the append-only counterpart used by the daily logs.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+TEMP_PREFIX = ".vaultlcm-tmp-"
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in ``path`` durable (no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True) -> bool:
+    """Write ``data`` to ``path`` atomically; returns False when nothing had to change.
+
+    ``skip_if_same`` keeps git diffs honest: a write that changes nothing does not
+    touch the file (or its mtime) at all.
+    """
+    if skip_if_same:
+        try:
+            if path.stat().st_size == len(data) and path.read_bytes() == data:
+                return False
+        except FileNotFoundError:
+            pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(path.parent)
+    return True
+
+
+def durable_append(path: Path, data: bytes) -> int:
+    """Append ``data`` to ``path`` in one write and fsync it; returns the offset it started at."""
+    created = not path.exists()
+    if created:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        start = os.lseek(fd, 0, os.SEEK_END)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(path.parent)
+    return start
+
+
+def truncate(path: Path, size: int) -> None:
+    """Cut a torn tail off an append-only file (used under the conversation lock)."""
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,145 @@
+"""Where everything lives in a vault, and how ``init`` creates one.
+
+```
+vault/
+  vaultlcm.toml                  settings (versioned with the vault)
+  .gitignore  .gitattributes     written by init
+  .vaultlcm/                     derived: catalog, index, locks (git-ignored, deletable)
+  templates/                     optional prompt overrides
+  conversations/<conv>/
+    <conv>.md                    home note
+    logs/YYYY-MM-DD.md           raw messages, append-only
+    summaries/sum_<hex>.md       one note per summary node
+    files/file_<hex>.<ext>       externalized payloads
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import NotAVaultError
+from .fsutil import atomic_write
+from .names import validate_conversation_name
+
+SETTINGS_FILE = "vaultlcm.toml"
+STATE_DIR = ".vaultlcm"
+CONVERSATIONS_DIR = "conversations"
+
+GITIGNORE = """\
+# vaultlcm: derived state (index, catalog, locks); `vaultlcm reindex` rebuilds it
+.vaultlcm/
+# Obsidian per-device state
+.obsidian/workspace.json
+.obsidian/workspace-mobile.json
+.obsidian/cache
+.trash/
+"""
+
+GITATTRIBUTES = """\
+# vaultlcm: logs are append-only, so concurrent appends merge by keeping both sides
+conversations/*/logs/*.md merge=union text eol=lf
+conversations/*/summaries/*.md text eol=lf
+conversations/*/*.md text eol=lf
+# externalized payloads are stored byte for byte
+conversations/*/files/** -text -diff
+"""
+
+
+@dataclass(frozen=True)
+class VaultLayout:
+    """Paths of one vault rooted at ``root``."""
+
+    root: Path
+
+    @property
+    def settings_path(self) -> Path:
+        return self.root / SETTINGS_FILE
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_DIR
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.state_dir / "catalog.sqlite"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.state_dir / "index"
+
+    @property
+    def locks_dir(self) -> Path:
+        return self.state_dir / "locks"
+
+    @property
+    def templates_dir(self) -> Path:
+        return self.root / "templates"
+
+    @property
+    def conversations_dir(self) -> Path:
+        return self.root / CONVERSATIONS_DIR
+
+    def conversation_dir(self, conv: str) -> Path:
+        return self.conversations_dir / validate_conversation_name(conv)
+
+    def home_note(self, conv: str) -> Path:
+        return self.conversation_dir(conv) / f"{conv}.md"
+
+    def logs_dir(self, conv: str) -> Path:
+        return self.conversation_dir(conv) / "logs"
+
+    def log_path(self, conv: str, day: str) -> Path:
+        return self.logs_dir(conv) / f"{day}.md"
+
+    def summaries_dir(self, conv: str) -> Path:
+        return self.conversation_dir(conv) / "summaries"
+
+    def summary_path(self, conv: str, summary_id: str) -> Path:
+        return self.summaries_dir(conv) / f"{summary_id}.md"
+
+    def files_dir(self, conv: str) -> Path:
+        return self.conversation_dir(conv) / "files"
+
+    def lock_path(self, conv: str) -> Path:
+        return self.locks_dir / f"{conv}.lock"
+
+    def relative(self, path: Path) -> str:
+        """Vault-relative POSIX path (how paths are written in the catalog and docs)."""
+        return path.relative_to(self.root).as_posix()
+
+    def conversations(self) -> list[str]:
+        """Names of the conversations present on disk, sorted."""
+        if not self.conversations_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.conversations_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+    def is_vault(self) -> bool:
+        return self.settings_path.is_file()
+
+    def require_vault(self) -> "VaultLayout":
+        if not self.is_vault():
+            raise NotAVaultError(self.root)
+        return self
+
+
+def init_vault(root: Path, settings_text: str) -> list[str]:
+    """Create the vault files that are missing; returns the vault-relative paths written.
+
+    Safe to run twice: existing files (a person's settings above all) are kept.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    layout = VaultLayout(root)
+    written: list[str] = []
+    for path, text in (
+        (layout.settings_path, settings_text),
+        (root / ".gitignore", GITIGNORE),
+        (root / ".gitattributes", GITATTRIBUTES),
+    ):
+        if not path.exists():
+            atomic_write(path, text.encode("utf-8"))
+            written.append(layout.relative(path))
+    layout.conversations_dir.mkdir(exist_ok=True)
+    layout.state_dir.mkdir(exist_ok=True)
+    return written

@@ -1,0 +1,258 @@
+"""The message model: everything an agent transcript holds, nothing dropped.
+
+A :class:`Message` is the *native* form of one transcript record. Its ``content``
+is a list of blocks, each a JSON object with a ``type``:
+
+=============  ==============================================================
+``text``       ``text`` (str)
+``thinking``   ``thinking`` (str), optional ``signature``
+``tool_call``  ``id``, ``name`` (str), ``arguments`` (any JSON value)
+``tool_result`` ``call_id`` (str), optional ``name``, ``content`` (str or list
+               of blocks), optional ``is_error`` (bool)
+``image``      ``media_type`` and ``data`` (base64), or ``url``
+anything else  kept as given (provider-specific blocks)
+=============  ==============================================================
+
+Blocks are kept as the JSON objects they arrived as, so fields vaultlcm does not
+know survive untouched. Top-level fields of a record that are not part of the
+native shape live in ``extra``; format adapters keep what they need to give a
+record back exactly in ``hints``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import InputFormatError
+
+JsonValue = Any
+
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
+KNOWN_ROLES = ("system", "user", "assistant", "tool")
+
+
+class Message(BaseModel):
+    """One stored message (see the module docstring for the block shapes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | None = None
+    role: str
+    timestamp: str | None = Field(None, description="ISO-8601 timestamp as given (kept verbatim).")
+    content: list[dict[str, JsonValue]] = Field(default_factory=list)
+    extra: dict[str, JsonValue] = Field(default_factory=dict)
+    hints: dict[str, JsonValue] = Field(default_factory=dict)
+
+    # -- derived views -----------------------------------------------------------
+    def blocks(self, kind: str) -> list[dict[str, JsonValue]]:
+        return [b for b in self.content if b.get("type") == kind]
+
+    @property
+    def text(self) -> str:
+        """The concatenated ``text`` blocks (what a person would call the message)."""
+        return "\n\n".join(b["text"] for b in self.blocks("text") if isinstance(b.get("text"), str))
+
+    @property
+    def tool_call_ids(self) -> list[str]:
+        return [str(b.get("id")) for b in self.blocks("tool_call")]
+
+    @property
+    def tool_result_ids(self) -> list[str]:
+        return [str(b.get("call_id")) for b in self.blocks("tool_result")]
+
+    def searchable_text(self) -> str:
+        """Text a person would search for: text, thinking, tool names, arguments, results."""
+        return "\n".join(_searchable(self.content))
+
+    def to_native(self) -> dict[str, JsonValue]:
+        """The native JSON record (``id``, ``role``, ``timestamp``, ``content``, extras)."""
+        record: dict[str, JsonValue] = {}
+        if self.id is not None and not self.hints.get("id_assigned"):
+            record["id"] = self.id
+        record["role"] = self.role
+        if self.timestamp is not None and not self.hints.get("timestamp_assigned"):
+            record["timestamp"] = self.timestamp
+        if self.hints.get("content_string") and _single_text(self.content):
+            record["content"] = self.content[0]["text"]
+        else:
+            record["content"] = self.content
+        record.update(self.extra)
+        return record
+
+    def to_export(self) -> dict[str, JsonValue]:
+        """Native record for export in a format other than the one it came in: ids always shown."""
+        record = self.to_native()
+        record.setdefault("id", self.id)
+        if self.timestamp is not None:
+            record.setdefault("timestamp", self.timestamp)
+        # keep the natural key order: id, role, timestamp first
+        ordered = {k: record[k] for k in ("id", "role", "timestamp", "content") if k in record}
+        ordered.update({k: v for k, v in record.items() if k not in ordered})
+        return ordered
+
+
+def _single_text(content: list[dict[str, JsonValue]]) -> bool:
+    return len(content) == 1 and content[0].get("type") == "text" and set(content[0]) == {"type", "text"}
+
+
+def _searchable(blocks: list[Any]) -> list[str]:
+    out: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            out.append(block["text"])
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            out.append(block["thinking"])
+        elif kind == "tool_call":
+            out.append(f"{block.get('name', '')} {canonical_json(block.get('arguments'))}")
+        elif kind == "tool_result":
+            inner = block.get("content")
+            if isinstance(inner, str):
+                out.append(inner)
+            elif isinstance(inner, list):
+                out.extend(_searchable(inner))
+    return out
+
+
+def canonical_json(value: JsonValue) -> str:
+    """Compact JSON with keys in their given order (for hashing and display)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def message_from_native(record: Any, *, source: str | None = None, line: int | None = None) -> Message:
+    """Validate one native record (a JSON object) into a :class:`Message`."""
+
+    def fail(msg: str) -> InputFormatError:
+        return InputFormatError(msg, source=source, line=line)
+
+    if not isinstance(record, dict):
+        raise fail(f"expected a JSON object for a message, got {type(record).__name__}")
+    role = record.get("role")
+    if not isinstance(role, str) or not role:
+        raise fail("message has no 'role' (a non-empty string such as user, assistant, tool, system)")
+    hints: dict[str, Any] = {}
+    msg_id = record.get("id")
+    if "id" in record:
+        if not isinstance(msg_id, str) or not ID_RE.match(msg_id):
+            raise fail(
+                f"message id {msg_id!r} is not usable as a block id: use letters, digits and dashes "
+                "(at most 128), or drop 'id' to let vaultlcm assign one"
+            )
+    timestamp = record.get("timestamp")
+    if "timestamp" in record:
+        if not isinstance(timestamp, str):
+            raise fail(f"'timestamp' must be an ISO-8601 string, got {timestamp!r}")
+        parse_timestamp(timestamp, source=source, line=line)
+    content = record.get("content", [])
+    if isinstance(content, str):
+        hints["content_string"] = True
+        content = [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise fail("'content' must be a string or a list of blocks")
+    for i, block in enumerate(content):
+        validate_block(block, where=f"content[{i}]", fail=fail)
+    extra = {k: v for k, v in record.items() if k not in ("id", "role", "timestamp", "content")}
+    if "content" not in record:
+        hints["content_missing"] = True
+    return Message(id=msg_id, role=role, timestamp=timestamp, content=content, extra=extra, hints=hints)
+
+
+_REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "text": {"text": str},
+    "thinking": {"thinking": str},
+    "tool_call": {"id": str, "name": str},
+    "tool_result": {"call_id": str},
+    "image": {},
+}
+
+
+def validate_block(block: Any, *, where: str, fail: Any) -> None:
+    if not isinstance(block, dict):
+        raise fail(f"{where}: a content block must be a JSON object, got {type(block).__name__}")
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        raise fail(f"{where}: a content block needs a string 'type' (text, thinking, tool_call, tool_result, image)")
+    for field, typ in _REQUIRED.get(kind, {}).items():
+        if not isinstance(block.get(field), typ):
+            raise fail(f"{where}: a {kind} block needs a string {field!r}")
+    if kind == "tool_result":
+        inner = block.get("content", "")
+        if isinstance(inner, list):
+            for j, sub in enumerate(inner):
+                validate_block(sub, where=f"{where}.content[{j}]", fail=fail)
+        elif not isinstance(inner, str):
+            raise fail(f"{where}: a tool_result's 'content' must be a string or a list of blocks")
+        if "is_error" in block and not isinstance(block["is_error"], bool):
+            raise fail(f"{where}: 'is_error' must be true or false")
+    if kind == "image" and not (isinstance(block.get("data"), str) or isinstance(block.get("url"), str)):
+        raise fail(f"{where}: an image block needs base64 'data' or a 'url'")
+
+
+def parse_timestamp(value: str, *, source: str | None = None, line: int | None = None) -> datetime:
+    """Parse an ISO-8601 timestamp to an aware UTC datetime (naive means UTC)."""
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InputFormatError(
+            f"timestamp {value!r} is not ISO-8601 (e.g. 2026-11-29T10:00:00Z)", source=source, line=line
+        ) from exc
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC)
+
+
+def format_timestamp(dt: datetime) -> str:
+    """Canonical timestamp text: UTC, microseconds only when present, ``Z`` suffix."""
+    dt = dt.astimezone(UTC)
+    if dt.microsecond:
+        return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_message_id(conversation: str, seq: int, message: Message, salt: int = 0) -> str:
+    """Deterministic id: same conversation, position, time and content give the same id."""
+    h = hashlib.sha256()
+    h.update(conversation.encode("utf-8"))
+    h.update(b"\0%d\0%d\0" % (seq, salt))
+    h.update((message.timestamp or "").encode("utf-8"))
+    h.update(b"\0")
+    h.update(message.role.encode("utf-8"))
+    h.update(b"\0")
+    h.update(canonical_json(message.content).encode("utf-8"))
+    return "m-" + h.hexdigest()[:16]
+
+
+def check_json_value(value: Any, *, where: str, fail: Any) -> None:
+    """Reject values JSON cannot carry back exactly: lone surrogates, NaN, infinities."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise fail(
+                    f"{where}: text holds a lone surrogate ({v[exc.start:exc.end]!r}); "
+                    "it cannot be stored as UTF-8. Fix the producer or escape it"
+                ) from None
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise fail(f"{where}: number {v!r} is not finite; JSON cannot carry it")
+        elif isinstance(v, dict):
+            for k, sub in v.items():
+                stack.append(k)
+                stack.append(sub)
+        elif isinstance(v, list):
+            stack.extend(v)

@@ -1,0 +1,176 @@
+"""The :class:`Vault`: the public API behind every command.
+
+Each CLI command calls exactly one method of the same name. The vault owns the
+settings, the catalog (derived state in ``.vaultlcm/``) and the message log; the
+LCM parts (compaction, assembly, recall) hang off it as they are built.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import formats
+from .catalog import Catalog
+from .errors import InputFormatError, NotFoundError, UsageError
+from .fsutil import atomic_write
+from .layout import VaultLayout, init_vault
+from .logcodec import StoredMessage
+from .messages import Message, message_from_native
+from .msglog import MessageLog
+from .names import validate_conversation_name
+from .settings import Settings, default_toml, load_settings
+
+EXPORT_FORMATS = ("native", "openai", "anthropic")
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Vault:
+    """An open vault: messages, summaries and the derived state that serves them."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        settings: Settings | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.layout = VaultLayout(Path(root).resolve()).require_vault()
+        self.root = self.layout.root
+        self.settings = settings or load_settings(self.layout.settings_path, environ)
+        self.environ = os.environ if environ is None else environ
+        self.clock = clock
+        self.catalog = Catalog(self.root, self.layout.catalog_path)
+        self.log = MessageLog(
+            self.layout,
+            self.catalog,
+            large_payload_tokens=self.settings.large_payload_tokens,
+            lock_timeout=self.settings.lock_timeout_seconds,
+            clock=clock,
+        )
+        self._lock = threading.RLock()
+        self._closed = False
+
+    # -- life cycle --------------------------------------------------------------
+
+    @classmethod
+    def init(cls, root: str | os.PathLike[str], **kwargs: Any) -> "Vault":
+        """Create a vault at ``root`` (safe to repeat) and open it."""
+        init_vault(Path(root), default_toml())
+        return cls(root, **kwargs)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.catalog.close()
+
+    def __enter__(self) -> "Vault":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------------
+
+    def ingest(self, conversation: str, messages: Iterable[Message | Mapping[str, Any]]) -> list[str]:
+        """Append messages (``Message`` objects or native dicts) to a conversation; returns their ids.
+
+        All or nothing: every message is validated before the first byte is written.
+        Messages are durable (fsynced) when this returns.
+        """
+        conv = validate_conversation_name(conversation)
+        prepared: list[Message] = []
+        for i, m in enumerate(messages):
+            if isinstance(m, Message):
+                prepared.append(m)
+            else:
+                prepared.append(message_from_native(dict(m), source="<messages>", line=i + 1))
+        return [sm.id for sm in self._append(conv, prepared)]
+
+    def ingest_bytes(self, conversation: str, data: bytes, *, format: str = "auto", source: str = "<input>") -> list[str]:
+        """Parse a transcript (JSON array or JSON Lines) in ``format`` and ingest it."""
+        conv = validate_conversation_name(conversation)
+        records = formats.read_records(data, source=source)
+        if not records:
+            raise InputFormatError("no messages found (the input is empty)", source=source)
+        fmt = formats.detect_format(records, source=source) if format == "auto" else format
+        if fmt not in formats.FORMATS:
+            raise UsageError(f"unknown format {format!r}; choose one of auto, {', '.join(formats.FORMATS)}")
+        messages = formats.parse(fmt, records, source=source)
+        return [sm.id for sm in self._append(conv, messages)]
+
+    def ingest_file(self, conversation: str, path: str | os.PathLike[str], *, format: str = "auto") -> list[str]:
+        """Ingest a transcript file (``-`` reads standard input)."""
+        if str(path) == "-":
+            return self.ingest_bytes(conversation, sys.stdin.buffer.read(), format=format, source="<stdin>")
+        p = Path(path)
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:
+            raise InputFormatError("file not found; check the path", source=str(p)) from None
+        except IsADirectoryError:
+            raise InputFormatError("is a folder; give a transcript file", source=str(p)) from None
+        return self.ingest_bytes(conversation, data, format=format, source=str(p))
+
+    def _append(self, conv: str, messages: Sequence[Message]) -> list[StoredMessage]:
+        stored = self.log.append(conv, messages, on_new_day=lambda day: self._on_new_day(conv))
+        self._after_append(conv, stored)
+        return stored
+
+    def _on_new_day(self, conv: str) -> None:
+        from .home import render_home
+
+        atomic_write(self.layout.home_note(conv), render_home(self, conv).encode("utf-8"))
+
+    def _after_append(self, conv: str, stored: list[StoredMessage]) -> None:
+        """Hook for derived state that follows appends (index, compaction scheduling)."""
+
+    # -- reading -----------------------------------------------------------------
+
+    def conversations(self) -> list[str]:
+        return self.layout.conversations()
+
+    def require_conversation(self, conversation: str) -> str:
+        conv = validate_conversation_name(conversation)
+        if not self.layout.conversation_dir(conv).is_dir():
+            known = ", ".join(self.conversations()) or "none yet"
+            raise NotFoundError(f"no conversation {conv!r} in {self.root} (conversations: {known})")
+        return conv
+
+    def messages(self, conversation: str) -> list[Message]:
+        """Every message of a conversation, in order, exactly as ingested."""
+        conv = self.require_conversation(conversation)
+        return [m for _, m in self.log.read_conversation(conv)]
+
+    def export(self, conversation: str, format: str = "native") -> list[dict[str, Any]]:
+        """The conversation as records in ``format`` (native, openai or anthropic)."""
+        if format not in EXPORT_FORMATS:
+            raise UsageError(f"cannot export as {format!r}; choose one of {', '.join(EXPORT_FORMATS)}")
+        return formats.to_records(format, self.messages(conversation))
+
+    def get_message(self, message_id: str) -> Message:
+        """One message, verbatim, by id."""
+        return self.log.get(message_id)[1]
+
+    def show(self, item_id: str) -> dict[str, Any]:
+        """One message (or, once summaries exist, summary) as a JSON-ready dict."""
+        row, msg = self.log.get(item_id)
+        return {"kind": "message", "conversation": row.conv, "seq": row.seq, "path": row.path, "message": msg.to_export()}
+
+    def status(self) -> dict[str, Any]:
+        """Per conversation: message count, tokens, days, first and last message time."""
+        for conv in self.conversations():
+            self.log.sync(conv)
+        convs = []
+        for conv, count, tokens, days, first, last in self.catalog.stats():
+            convs.append({"conversation": conv, "messages": count, "tokens": tokens, "days": days, "first_at": first, "last_at": last})
+        return {"vault": str(self.root), "conversations": convs}
