@@ -20,7 +20,7 @@ from pathlib import Path
 from .errors import CorruptVaultError
 from .logcodec import ParsedEntry, iter_entries
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS logs(
@@ -28,10 +28,26 @@ CREATE TABLE IF NOT EXISTS logs(
     parsed INTEGER NOT NULL, head_hash TEXT NOT NULL, torn INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS messages(
     id TEXT PRIMARY KEY, conv TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, role TEXT NOT NULL,
-    tokens INTEGER NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, hash TEXT NOT NULL);
+    tokens INTEGER NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, hash TEXT NOT NULL,
+    covered TEXT);
 CREATE INDEX IF NOT EXISTS messages_conv_seq ON messages(conv, seq, at, id);
+CREATE INDEX IF NOT EXISTS messages_uncovered ON messages(conv, seq, at, id) WHERE covered IS NULL;
 CREATE INDEX IF NOT EXISTS messages_path ON messages(path);
 CREATE TABLE IF NOT EXISTS duplicates(id TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS summaries(
+    id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    kind TEXT NOT NULL, depth INTEGER NOT NULL, earliest_at TEXT NOT NULL, latest_at TEXT NOT NULL,
+    first_seq INTEGER, last_seq INTEGER, descendant_count INTEGER NOT NULL, source_tokens INTEGER NOT NULL,
+    token_count INTEGER NOT NULL, summarizer TEXT NOT NULL, prompt TEXT NOT NULL, level TEXT NOT NULL,
+    gen_hash TEXT NOT NULL, body_hash TEXT NOT NULL, sources_hash TEXT NOT NULL, sources TEXT NOT NULL,
+    body TEXT NOT NULL, parent TEXT, stale INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS summaries_roots ON summaries(conv, first_seq) WHERE parent IS NULL;
+CREATE INDEX IF NOT EXISTS summaries_parent ON summaries(parent);
+CREATE TABLE IF NOT EXISTS coverage(msg_id TEXT PRIMARY KEY, conv TEXT NOT NULL, summary_id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS coverage_summary ON coverage(summary_id);
+CREATE TABLE IF NOT EXISTS note_files(path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, summary_id TEXT);
+CREATE TABLE IF NOT EXISTS problems(path TEXT NOT NULL, conv TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS failures(conv TEXT NOT NULL, at TEXT NOT NULL, summarizer TEXT NOT NULL, detail TEXT NOT NULL);
 """
 HEAD_BYTES = 256
 
@@ -48,6 +64,7 @@ class MessageRow:
     start: int
     end: int
     hash: str
+    covered: str | None = None
 
 
 def entry_hash(raw: bytes) -> str:
@@ -173,6 +190,11 @@ class Catalog:
                     existing = db.execute("SELECT path, start FROM messages WHERE id=?", (m["id"],)).fetchone()
                     if existing != (rel, e.start):
                         db.execute("INSERT INTO duplicates(id, path, start) VALUES(?,?,?)", (m["id"], rel, e.start))
+            # Re-read rows lose their derived coverage; restore it from the coverage table.
+            db.execute(
+                "UPDATE messages SET covered=(SELECT summary_id FROM coverage c WHERE c.msg_id=messages.id) WHERE path=?",
+                (rel,),
+            )
             db.execute(
                 "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,?)",
                 (rel, conv, st.st_size, st.st_mtime_ns, parsed, _head_hash(data[max(0, parsed - HEAD_BYTES) : parsed]), int(torn_at is not None)),
@@ -241,6 +263,31 @@ class Catalog:
                     "FROM messages GROUP BY conv ORDER BY conv"
                 )
             )
+
+    def uncovered_rows(self, conv: str, after_seq: int | None = None) -> list[MessageRow]:
+        """Messages no summary covers, in order (served by a partial index: cost follows the active context)."""
+        with self._lock:
+            return [
+                MessageRow(*r)
+                for r in self._db.execute(
+                    "SELECT * FROM messages INDEXED BY messages_uncovered WHERE conv=? AND covered IS NULL "
+                    "ORDER BY seq, at, id",
+                    (conv,),
+                )
+            ]
+
+    def rows_by_ids(self, ids: list[str]) -> dict[str, MessageRow]:
+        out: dict[str, MessageRow] = {}
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                q = f"SELECT * FROM messages WHERE id IN ({','.join('?' * len(chunk))})"
+                out.update((r[0], MessageRow(*r)) for r in self._db.execute(q, chunk))
+        return out
+
+    def execute(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self._lock:
+            return list(self._db.execute(sql, params))
 
     def duplicates(self) -> list[tuple[str, str, int]]:
         with self._lock:

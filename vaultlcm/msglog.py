@@ -191,6 +191,23 @@ class MessageLog:
             return self.read_row(fresh)
         return decode_entry(entries[0], FileStore(self.layout.files_dir(row.conv)))
 
+    def read_rows(self, rows: Sequence[MessageRow]) -> list[tuple[MessageRow, Message]]:
+        """Read several messages, each by its byte span (cost follows the rows, not the log)."""
+        out = []
+        stores: dict[str, FileStore] = {}
+        for row in rows:
+            store = stores.setdefault(row.conv, FileStore(self.layout.files_dir(row.conv)))
+            path = self.layout.root / row.path
+            with path.open("rb") as fh:
+                fh.seek(row.start)
+                data = fh.read(row.end - row.start)
+            entries = [e for e in iter_entries(data, path=row.path, base_offset=row.start) if isinstance(e, ParsedEntry)]
+            if entries and entries[0].id == row.id:
+                out.append((row, decode_entry(entries[0], store)))
+            else:
+                out.append((row, self.read_row(row)))
+        return out
+
     def get(self, msg_id: str) -> tuple[MessageRow, Message]:
         row = self.catalog.get(msg_id)
         if row is None:

@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from . import formats
+from .assembly import SYSTEM_ADDITION, AssembledContext, assemble_units, build_units
 from .catalog import Catalog
+from .compaction import CompactionReport, Compactor
+from .dag import Dag
 from .errors import InputFormatError, NotFoundError, UsageError
 from .fsutil import atomic_write
 from .layout import VaultLayout, init_vault
@@ -25,6 +28,7 @@ from .messages import Message, message_from_native
 from .msglog import MessageLog
 from .names import validate_conversation_name
 from .settings import Settings, default_toml, load_settings
+from .summarizers.base import Summarizer
 
 EXPORT_FORMATS = ("native", "openai", "anthropic")
 
@@ -57,8 +61,15 @@ class Vault:
             lock_timeout=self.settings.lock_timeout_seconds,
             clock=clock,
         )
+        self.dag = Dag(self.layout, self.catalog)
+        self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
         self._lock = threading.RLock()
         self._closed = False
+
+    def _make_summarizer(self) -> Summarizer:
+        from .summarizers import make_summarizer
+
+        return make_summarizer(self.settings, self.environ, template_dir=self.layout.templates_dir)
 
     # -- life cycle --------------------------------------------------------------
 
@@ -93,7 +104,10 @@ class Vault:
             if isinstance(m, Message):
                 prepared.append(m)
             else:
-                prepared.append(message_from_native(dict(m), source="<messages>", line=i + 1))
+                try:
+                    prepared.append(message_from_native(dict(m)))
+                except InputFormatError as exc:
+                    raise InputFormatError(f"message {i + 1} of {conv!r} batch: {exc}") from None
         return [sm.id for sm in self._append(conv, prepared)]
 
     def ingest_bytes(self, conversation: str, data: bytes, *, format: str = "auto", source: str = "<input>") -> list[str]:
@@ -162,9 +176,84 @@ class Vault:
         return self.log.get(message_id)[1]
 
     def show(self, item_id: str) -> dict[str, Any]:
-        """One message (or, once summaries exist, summary) as a JSON-ready dict."""
-        row, msg = self.log.get(item_id)
-        return {"kind": "message", "conversation": row.conv, "seq": row.seq, "path": row.path, "message": msg.to_export()}
+        """One message or summary, verbatim, as a JSON-ready dict."""
+        if item_id.startswith("sum_"):
+            row = self._summary(item_id)
+            return {
+                "kind": "summary",
+                "id": row.id,
+                "conversation": row.conv,
+                "path": row.path,
+                "text": (self.root / row.path).read_text(encoding="utf-8"),
+            }
+        mrow, msg = self.log.get(item_id)
+        return {"kind": "message", "id": mrow.id, "conversation": mrow.conv, "seq": mrow.seq, "path": mrow.path, "message": msg.to_export()}
+
+    def _summary(self, summary_id: str) -> Any:
+        row = self.dag.get(summary_id)
+        if row is None:
+            for conv in self.conversations():
+                self.sync(conv)
+            row = self.dag.get(summary_id)
+        if row is None:
+            raise NotFoundError(f"no summary with id {summary_id!r}; list summaries with `vaultlcm status` or `vaultlcm grep --scope summaries`")
+        return row
+
+    # -- derived state -----------------------------------------------------------
+
+    def sync(self, conversation: str) -> None:
+        """Bring the derived state of a conversation up to date with its files."""
+        conv = self.require_conversation(conversation)
+        with self._lock:
+            self.log.sync(conv)
+            self.dag.sync(conv)
+
+    # -- LCM ---------------------------------------------------------------------
+
+    def compact(self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None) -> list[CompactionReport]:
+        """Summarize old messages of one conversation (or all) until under the soft threshold (all, with force)."""
+        convs = [self.require_conversation(conversation)] if conversation else self.conversations()
+        reports = []
+        for conv in convs:
+            with self._lock:
+                report = self.compactor.compact(conv, force=force, target_tokens=target_tokens)
+                if report.created or report.refreshed:
+                    self._on_new_day(conv)
+            reports.append(report)
+        return reports
+
+    def assemble(self, conversation: str, budget: int, *, format: str = "anthropic", compact: bool = True) -> AssembledContext:
+        """The model context for the next turn, never above ``budget`` tokens.
+
+        Over the budget (the hard threshold), compaction runs first and this waits for it.
+        """
+        if format not in ("anthropic", "openai"):
+            raise UsageError(f"cannot assemble as {format!r}; choose anthropic or openai")
+        if budget <= 0:
+            raise UsageError(f"budget must be a positive number of tokens, got {budget}")
+        conv = self.require_conversation(conversation)
+        with self._lock:
+            self.sync(conv)
+            ctx = self._assemble_once(conv, budget, format)
+            attempts = 0
+            while compact and not ctx.complete and attempts < 4:
+                attempts += 1
+                # Aim below the budget: rendered summaries cost a little more than their bodies.
+                target = max(1, int(budget * (0.9 ** attempts)) - len(SYSTEM_ADDITION) // 3)
+                report = self.compactor.compact(conv, target_tokens=target, hard=True)
+                if report.created or report.refreshed:
+                    self._on_new_day(conv)
+                ctx = self._assemble_once(conv, budget, format)
+                if not (report.created or report.refreshed):
+                    break
+            return ctx
+
+    def _assemble_once(self, conv: str, budget: int, fmt: str) -> AssembledContext:
+        items = self.dag.active(conv)
+        rows = [it.message for it in items if it.message is not None]
+        messages = {row.id: msg for row, msg in self.log.read_rows(rows)}
+        units = build_units(items, messages)
+        return assemble_units(units, budget, fresh_tail_count=self.settings.fresh_tail_count, fmt=fmt)
 
     def status(self) -> dict[str, Any]:
         """Per conversation: message count, tokens, days, first and last message time."""

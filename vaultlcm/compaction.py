@@ -1,0 +1,376 @@
+"""Compaction: turning old raw messages into leaf summaries and leaves into condensed nodes.
+
+One *step* writes one summary note. Steps repeat until the active context is
+under the target (or, with ``force``, until nothing is eligible):
+
+1. **refresh**: a stale node that no person owns is regenerated from its
+   current sources (same sources, same id), so a correction below it rises;
+2. **leaf**: the oldest run of uncovered messages outside the protected fresh
+   tail, ``leaf_min_messages``..``leaf_max_messages`` long, capped at
+   ``leaf_chunk_max_tokens``, never ending between a tool call and its result;
+3. **condense**: the oldest run of ``condensed_min_fanin``.. ``condensed_max_fanin``
+   adjacent root summaries of one depth, up to ``incremental_max_depth``.
+
+In *hard* mode (``assemble`` must get under a budget) the rules loosen step by
+step: short runs, fan-in of two, mixed depths, then the fresh tail itself.
+Every step removes at least one item from the active context or turns
+messages into a smaller summary, so compaction always terminates.
+
+A provider failure never loses data: in soft mode compaction stops and the
+messages stay uncovered for the next run; in hard mode the chunk falls back to
+the extractive summarizer and the note says so (``doctor`` lists it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from filelock import FileLock, Timeout
+
+from .catalog import MessageRow
+from .dag import ActiveItem, Dag, SummaryRow
+from .errors import LockTimeoutError, SummarizerError
+from .messages import Message, format_timestamp
+from .msglog import MessageLog
+from .settings import Settings
+from .summarizers import ExtractiveSummarizer, SourceItem, Summarizer, SummaryRequest, summarize_with_escalation
+from .summary_notes import (
+    SummaryFrontmatter,
+    body_hash,
+    make_summary_id,
+    message_link,
+    note_body,
+    sources_hash,
+    summary_link,
+)
+
+#: Tokens the ``<summary …>`` wrapper adds around a summary body in the assembled context.
+SUMMARY_OVERHEAD_TOKENS = 60
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+def message_for_summary(msg: Message) -> str:
+    """A message as plain text for a summarizer: role, text, tool calls and results."""
+    out: list[str] = []
+    for block in msg.content:
+        kind = block.get("type")
+        if kind == "text":
+            out.append(str(block.get("text", "")))
+        elif kind == "thinking":
+            out.append(f"(thinking) {block.get('thinking', '')}")
+        elif kind == "tool_call":
+            out.append(f"-> tool call {block.get('name')} [{block.get('id')}]: {json.dumps(block.get('arguments'), ensure_ascii=False)}")
+        elif kind == "tool_result":
+            inner = block.get("content")
+            text = inner if isinstance(inner, str) else Message(role="tool", content=inner or []).searchable_text()
+            flag = " (error)" if block.get("is_error") else ""
+            out.append(f"<- tool result [{block.get('call_id')}]{flag}: {text}")
+        elif kind == "image":
+            out.append("[image]")
+        else:
+            out.append(f"[{kind}] {json.dumps(block, ensure_ascii=False)[:500]}")
+    return f"{msg.role}: " + "\n".join(out)
+
+
+def item_tokens(item: ActiveItem) -> int:
+    if item.summary is not None:
+        return item.summary.token_count + SUMMARY_OVERHEAD_TOKENS
+    assert item.message is not None
+    return item.message.tokens + MESSAGE_OVERHEAD_TOKENS
+
+
+@dataclass
+class CompactionReport:
+    conversation: str
+    created: list[str] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)
+    fallbacks: list[str] = field(default_factory=list)
+    error: str | None = None
+    tokens_before: int = 0
+    tokens_after: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "conversation": self.conversation,
+            "created": self.created,
+            "refreshed": self.refreshed,
+            "fallbacks": self.fallbacks,
+            "error": self.error,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+        }
+
+
+class Compactor:
+    """Runs compaction for the conversations of one vault."""
+
+    def __init__(
+        self,
+        log: MessageLog,
+        dag: Dag,
+        settings: Settings,
+        summarizer: Callable[[], Summarizer],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.log = log
+        self.dag = dag
+        self.settings = settings
+        self._summarizer_factory = summarizer
+        self._summarizer: Summarizer | None = None
+        self.clock = clock
+
+    @property
+    def summarizer(self) -> Summarizer:
+        if self._summarizer is None:
+            self._summarizer = self._summarizer_factory()
+        return self._summarizer
+
+    # -- planning ----------------------------------------------------------------
+
+    def tail_start(self, items: list[ActiveItem], tail_count: int | None = None) -> int:
+        """Index in ``items`` where the protected fresh tail begins."""
+        n = self.settings.fresh_tail_count if tail_count is None else tail_count
+        i = len(items)
+        taken = 0
+        while i > 0 and taken < n and items[i - 1].kind == "message":
+            i -= 1
+            taken += 1
+        return i
+
+    def _leaf_chunk(self, items: list[ActiveItem], start: int, end: int, min_messages: int) -> list[MessageRow] | None:
+        """The oldest leaf-sized chunk of message items in ``items[start:end]``."""
+        s = self.settings
+        i = start
+        while i < end:
+            if items[i].kind != "message":
+                i += 1
+                continue
+            run_end = i
+            while run_end < end and items[run_end].kind == "message":
+                run_end += 1
+            run = [it.message for it in items[i:run_end]]
+            island = run_end < len(items) and items[run_end].kind == "summary"
+            chunk: list[MessageRow] = []
+            tokens = 0
+            for row in run:
+                assert row is not None
+                if chunk and (len(chunk) >= s.leaf_max_messages or tokens + row.tokens > s.leaf_chunk_max_tokens):
+                    break
+                chunk.append(row)
+                tokens += row.tokens
+            chunk = self._keep_tool_pairs(chunk, run)
+            if chunk and (len(chunk) >= min_messages or island):
+                return chunk
+            i = run_end
+        return None
+
+    def _keep_tool_pairs(self, chunk: list[MessageRow], run: list[MessageRow | None]) -> list[MessageRow]:
+        """Do not end a chunk between a tool call and its result: extend over results or cut before the call."""
+        if not chunk or len(chunk) == len(run):
+            return chunk
+        msgs = {r.id: m for r, m in self.log.read_rows(chunk + [x for x in run[len(chunk) : len(chunk) + 4] if x])}
+        pending = set()
+        for r in chunk:
+            m = msgs[r.id]
+            pending.update(m.tool_call_ids)
+            pending.difference_update(m.tool_result_ids)
+        extended = list(chunk)
+        for nxt in run[len(chunk) : len(chunk) + 4]:
+            if not pending or nxt is None:
+                break
+            m = msgs[nxt.id]
+            if not set(m.tool_result_ids) & pending:
+                break
+            extended.append(nxt)
+            pending.difference_update(m.tool_result_ids)
+            pending.update(m.tool_call_ids)
+        if not pending:
+            return extended
+        # Could not close the pair: cut the chunk before the last message that opened a call.
+        while chunk and msgs[chunk[-1].id].tool_call_ids:
+            chunk = chunk[:-1]
+        return chunk
+
+    def _condense_chunk(self, items: list[ActiveItem], end: int, min_fanin: int, mixed: bool) -> list[SummaryRow] | None:
+        s = self.settings
+        max_depth = s.incremental_max_depth
+        i = 0
+        while i < end:
+            if items[i].kind != "summary":
+                i += 1
+                continue
+            j = i
+            depth = items[i].summary.depth  # type: ignore[union-attr]
+            while j < end and items[j].kind == "summary" and (mixed or items[j].summary.depth == depth):  # type: ignore[union-attr]
+                j += 1
+            run = [it.summary for it in items[i:j]]
+            new_depth = max(r.depth for r in run) + 1  # type: ignore[union-attr]
+            if len(run) >= min_fanin and (max_depth < 0 or new_depth <= max_depth):
+                return run[: s.condensed_max_fanin]  # type: ignore[return-value]
+            i = j
+        return None
+
+    # -- running -----------------------------------------------------------------
+
+    def compact(self, conv: str, *, force: bool = False, target_tokens: int | None = None, hard: bool = False) -> CompactionReport:
+        """Compact ``conv`` until its active context is under ``target_tokens`` (or fully, with ``force``)."""
+        lock = FileLock(str(self.log.layout.locks_dir / f"{conv}.compact.lock"), timeout=self.settings.lock_timeout_seconds)
+        self.log.layout.locks_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise LockTimeoutError(f"another process is compacting conversation {conv!r}; try again later") from None
+        try:
+            return self._compact_locked(conv, force=force, target_tokens=target_tokens, hard=hard)
+        finally:
+            lock.release()
+
+    def _compact_locked(self, conv: str, *, force: bool, target_tokens: int | None, hard: bool) -> CompactionReport:
+        self.log.sync(conv)
+        self.dag.sync(conv)
+        report = CompactionReport(conv)
+        items = self.dag.active(conv)
+        report.tokens_before = sum(item_tokens(i) for i in items)
+        if target_tokens is None:
+            target_tokens = int(self.settings.context_budget_tokens * self.settings.context_threshold)
+        try:
+            self._refresh_stale(conv, report, hard)
+            while True:
+                items = self.dag.active(conv)
+                tokens = sum(item_tokens(i) for i in items)
+                if not force and tokens <= target_tokens:
+                    break
+                if not self._step(conv, items, report, hard=hard):
+                    break
+        except SummarizerError as exc:
+            report.error = str(exc)
+            self.dag.catalog.execute(
+                "INSERT INTO failures(conv, at, summarizer, detail) VALUES(?,?,?,?)",
+                (conv, format_timestamp(self.clock()), self.summarizer.name, str(exc)),
+            )
+        report.tokens_after = sum(item_tokens(i) for i in self.dag.active(conv))
+        return report
+
+    def _step(self, conv: str, items: list[ActiveItem], report: CompactionReport, *, hard: bool) -> bool:
+        s = self.settings
+        tail = self.tail_start(items)
+        chunk = self._leaf_chunk(items, 0, tail, s.leaf_min_messages)
+        if chunk:
+            return self._write_leaf(conv, chunk, report, hard)
+        run = self._condense_chunk(items, tail, s.condensed_min_fanin, mixed=False)
+        if run:
+            return self._write_condensed(conv, run, report, hard)
+        if not hard:
+            return False
+        # Hard mode: loosen the rules one at a time.
+        for attempt in (
+            lambda: ("leaf", self._leaf_chunk(items, 0, tail, 1)),
+            lambda: ("condense", self._condense_chunk(items, tail, 2, mixed=False)),
+            lambda: ("condense", self._condense_chunk(items, tail, 2, mixed=True)),
+            # last resort: the fresh tail itself, oldest first
+            lambda: ("leaf", self._leaf_chunk(items, 0, len(items), 1)),
+            lambda: ("condense", self._condense_chunk(items, len(items), 2, mixed=True)),
+        ):
+            kind, found = attempt()
+            if found:
+                if kind == "leaf":
+                    return self._write_leaf(conv, found, report, hard)  # type: ignore[arg-type]
+                return self._write_condensed(conv, found, report, hard)  # type: ignore[arg-type]
+        return False
+
+    def _summarize(self, request: SummaryRequest, hard: bool, report: CompactionReport, node_id: str):  # type: ignore[no-untyped-def]
+        try:
+            return summarize_with_escalation(self.summarizer, request), None
+        except SummarizerError as exc:
+            if not hard or isinstance(self.summarizer, ExtractiveSummarizer):
+                raise
+            result = summarize_with_escalation(ExtractiveSummarizer(self.settings.summary_max_input_tokens), request)
+            report.fallbacks.append(node_id)
+            return result, f"extractive (fallback: {self.summarizer.name} failed: {str(exc)[:120]})"
+
+    def _write_leaf(self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False) -> bool:
+        pairs = self.log.read_rows(chunk)
+        items = tuple(
+            SourceItem(id=row.id, kind="message", text=message_for_summary(msg), role=row.role, at=row.at)
+            for row, msg in pairs
+        )
+        ids = [row.id for row in chunk]
+        node_id = make_summary_id(conv, 0, ids)
+        request = SummaryRequest(conversation=conv, depth=0, items=items, target_tokens=self.settings.leaf_target_tokens)
+        result, fallback = self._summarize(request, hard, report, node_id)
+        body = note_body(result.text)
+        fm = SummaryFrontmatter(
+            id=node_id,
+            kind="leaf",
+            depth=0,
+            conversation=conv,
+            earliest_at=min(r.at for r in chunk),
+            latest_at=max(r.at for r in chunk),
+            descendant_count=len(chunk),
+            source_count=len(chunk),
+            source_tokens=sum(r.tokens for r in chunk),
+            token_count=result.tokens,
+            summarizer=fallback or result.summarizer,
+            prompt=result.prompt,
+            level=result.level,
+            body_sha256=body_hash(body),
+            sources_sha256=sources_hash([r.hash for r in chunk]),
+            tags=["lcm/summary", "lcm/leaf", "lcm/depth-0"],
+            sources=[message_link(r.path, r.id) for r in chunk],
+        )
+        self.dag.write_summary(conv, fm, body)
+        (report.refreshed if refresh else report.created).append(node_id)
+        return True
+
+    def _write_condensed(self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False) -> bool:
+        depth = max(r.depth for r in run) + 1
+        ids = [r.id for r in run]
+        node_id = make_summary_id(conv, depth, ids)
+        items = tuple(SourceItem(id=r.id, kind="summary", text=r.body, at=r.earliest_at, depth=r.depth) for r in run)
+        request = SummaryRequest(conversation=conv, depth=depth, items=items, target_tokens=self.settings.condensed_target_tokens)
+        result, fallback = self._summarize(request, hard, report, node_id)
+        body = note_body(result.text)
+        fm = SummaryFrontmatter(
+            id=node_id,
+            kind="condensed",
+            depth=depth,
+            conversation=conv,
+            earliest_at=min(r.earliest_at for r in run),
+            latest_at=max(r.latest_at for r in run),
+            descendant_count=sum(r.descendant_count for r in run),
+            source_count=len(run),
+            source_tokens=sum(r.token_count for r in run),
+            token_count=result.tokens,
+            summarizer=fallback or result.summarizer,
+            prompt=result.prompt,
+            level=result.level,
+            body_sha256=body_hash(body),
+            sources_sha256=sources_hash([r.body_hash for r in run]),
+            tags=["lcm/summary", "lcm/condensed", f"lcm/depth-{depth}"],
+            sources=[summary_link(i) for i in ids],
+        )
+        self.dag.write_summary(conv, fm, body)
+        (report.refreshed if refresh else report.created).append(node_id)
+        return True
+
+    def _refresh_stale(self, conv: str, report: CompactionReport, hard: bool) -> None:
+        """Regenerate stale nodes nobody owns, lowest depth first, so corrections rise to the top."""
+        for _ in range(64):  # a DAG is never that deep; guards against a pathological loop
+            stale = [
+                r for r in self.dag.all(conv)
+                if r.stale and not r.human_owned and r.parent != "!invalid"
+            ]
+            if not stale:
+                return
+            node = min(stale, key=lambda r: (r.depth, r.first_seq or 0))
+            if node.kind == "leaf":
+                rows = self.log.catalog.rows_by_ids(node.sources)
+                chunk = [rows[i] for i in node.sources if i in rows]
+                self._write_leaf(conv, chunk, report, hard, refresh=True)
+            else:
+                children = self.dag.children(node.id)
+                self._write_condensed(conv, children, report, hard, refresh=True)
+            self.dag.recompute(conv)

@@ -1,0 +1,341 @@
+"""The summary DAG and the active context, derived from the notes on disk.
+
+The catalog mirrors every summary note (checked against the files by size and
+mtime) and keeps the relations that are *derived*, never stored in notes:
+
+* ``coverage``: which leaf covers each message (messages.covered mirrors it so
+  the uncovered messages come from a partial index, at a cost that follows the
+  active context, not the history);
+* ``parent``: which node condensed a summary;
+* ``stale``: a node whose sources changed since it was written (a person
+  corrected a summary below it, or a raw log was edited);
+* human-owned: the body no longer hashes to ``body_sha256``.
+
+The active context is the summaries no other summary condenses plus the
+messages no summary covers, in conversation order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .catalog import Catalog, MessageRow
+from .errors import ValidationProblem
+from .fsutil import atomic_write
+from .layout import VaultLayout
+from .summary_notes import SummaryFrontmatter, body_hash, parse_note, render_note, sources_hash
+
+_COLUMNS = (
+    "id, conv, path, size, mtime_ns, kind, depth, earliest_at, latest_at, first_seq, last_seq, descendant_count, "
+    "source_tokens, token_count, summarizer, prompt, level, gen_hash, body_hash, sources_hash, sources, body, parent, stale"
+)
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """A summary node as the catalog mirrors it."""
+
+    id: str
+    conv: str
+    path: str
+    size: int
+    mtime_ns: int
+    kind: str
+    depth: int
+    earliest_at: str
+    latest_at: str
+    first_seq: int | None
+    last_seq: int | None
+    descendant_count: int
+    source_tokens: int
+    token_count: int
+    summarizer: str
+    prompt: str
+    level: str
+    gen_hash: str
+    body_hash: str
+    sources_hash: str
+    sources_json: str
+    body: str
+    parent: str | None
+    stale: int
+
+    @property
+    def sources(self) -> list[str]:
+        return list(json.loads(self.sources_json))
+
+    @property
+    def human_owned(self) -> bool:
+        """A person changed the body: the engine must never regenerate or overwrite it."""
+        return self.gen_hash != self.body_hash
+
+
+@dataclass(frozen=True)
+class ActiveItem:
+    """One item of the active context: a root summary or an uncovered message."""
+
+    kind: str  # "summary" | "message"
+    position: int  # first seq covered
+    summary: SummaryRow | None = None
+    message: MessageRow | None = None
+
+    @property
+    def id(self) -> str:
+        return self.summary.id if self.summary else self.message.id  # type: ignore[union-attr]
+
+
+@dataclass
+class DagProblem:
+    path: str
+    kind: str
+    detail: str
+
+
+@dataclass
+class SyncReport:
+    changed: int = 0
+    problems: list[DagProblem] = field(default_factory=list)
+
+
+class Dag:
+    """Derived DAG state of every conversation of a vault."""
+
+    def __init__(self, layout: VaultLayout, catalog: Catalog) -> None:
+        self.layout = layout
+        self.catalog = catalog
+
+    # -- reading the notes -------------------------------------------------------
+
+    def sync(self, conv: str) -> SyncReport:
+        """Mirror the notes of ``conv`` into the catalog; recompute relations if anything changed."""
+        report = SyncReport()
+        folder = self.layout.summaries_dir(conv)
+        on_disk: dict[str, Path] = {}
+        if folder.is_dir():
+            for p in folder.iterdir():
+                if p.suffix == ".md" and p.is_file() and not p.name.startswith("."):
+                    on_disk[self.layout.relative(p)] = p
+        known = {r[0]: r for r in self.catalog.execute("SELECT path, size, mtime_ns, summary_id FROM note_files WHERE conv=?", (conv,))}
+        removed = set(known) - set(on_disk)
+        for rel in removed:
+            sid = known[rel][3]
+            with self.catalog.transaction() as db:
+                db.execute("DELETE FROM note_files WHERE path=?", (rel,))
+                if sid:
+                    db.execute("DELETE FROM summaries WHERE id=? AND path=?", (sid, rel))
+            report.changed += 1
+        for rel, path in sorted(on_disk.items()):
+            st = path.stat()
+            row = known.get(rel)
+            if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns:
+                continue
+            report.changed += 1
+            self._read_note(conv, rel, path, st.st_size, st.st_mtime_ns)
+        if report.changed:
+            self.recompute(conv)
+        report.problems = self.problems(conv)
+        return report
+
+    def _read_note(self, conv: str, rel: str, path: Path, size: int, mtime_ns: int) -> None:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        with self.catalog.transaction() as db:
+            db.execute("DELETE FROM problems WHERE path=? AND kind='invalid'", (rel,))
+        try:
+            fm, body = parse_note(text, rel)
+            if fm.conversation != conv:
+                raise ValidationProblem(
+                    f"{rel}: field 'conversation' says {fm.conversation!r} but the note is in conversation {conv!r}; "
+                    "move the note back or fix the field"
+                )
+        except ValidationProblem as exc:
+            # The last good state stays in force: keep the old row, just record the problem.
+            with self.catalog.transaction() as db:
+                db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)", (rel, conv, "invalid", str(exc)))
+                db.execute(
+                    "INSERT OR REPLACE INTO note_files(path, conv, size, mtime_ns, summary_id) VALUES(?,?,?,?, "
+                    "(SELECT summary_id FROM note_files WHERE path=?))",
+                    (rel, conv, size, mtime_ns, rel),
+                )
+            return
+        self._store(conv, rel, size, mtime_ns, fm, body)
+
+    def _store(self, conv: str, rel: str, size: int, mtime_ns: int, fm: SummaryFrontmatter, body: str) -> None:
+        with self.catalog.transaction() as db:
+            db.execute("DELETE FROM summaries WHERE id=? AND path<>?", (fm.id, rel))
+            db.execute(
+                f"INSERT OR REPLACE INTO summaries({_COLUMNS}) VALUES({','.join('?' * 24)})",
+                (
+                    fm.id, conv, rel, size, mtime_ns, fm.kind, fm.depth, fm.earliest_at, fm.latest_at, None, None,
+                    fm.descendant_count, fm.source_tokens, fm.token_count, fm.summarizer, fm.prompt, fm.level,
+                    fm.body_sha256, body_hash(body), fm.sources_sha256, json.dumps(fm.source_ids()), body, None, 0,
+                ),
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO note_files(path, conv, size, mtime_ns, summary_id) VALUES(?,?,?,?,?)",
+                (rel, conv, size, mtime_ns, fm.id),
+            )
+
+    # -- writing -----------------------------------------------------------------
+
+    def write_summary(self, conv: str, fm: SummaryFrontmatter, body: str) -> SummaryRow:
+        """Write a new note atomically and fold it into the derived state."""
+        path = self.layout.summary_path(conv, fm.id)
+        existing = self.get(fm.id)
+        if existing is not None and existing.human_owned:
+            raise ValidationProblem(f"{existing.path}: summary {fm.id} is human-owned; refusing to overwrite it")
+        atomic_write(path, render_note(fm, body).encode("utf-8"))
+        st = path.stat()
+        rel = self.layout.relative(path)
+        self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body)
+        self._link(conv, fm)
+        row = self.get(fm.id)
+        assert row is not None
+        return row
+
+    def _link(self, conv: str, fm: SummaryFrontmatter) -> None:
+        """Incremental relation update for a node just written (the common, fast path)."""
+        ids = fm.source_ids()
+        with self.catalog.transaction() as db:
+            if fm.kind == "leaf":
+                rows = db.execute(
+                    f"SELECT MIN(seq), MAX(seq) FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids
+                ).fetchone()
+                db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)", [(i, conv, fm.id) for i in ids])
+                db.executemany("UPDATE messages SET covered=? WHERE id=?", [(fm.id, i) for i in ids])
+            else:
+                rows = db.execute(
+                    f"SELECT MIN(first_seq), MAX(last_seq) FROM summaries WHERE id IN ({','.join('?' * len(ids))})", ids
+                ).fetchone()
+                db.executemany("UPDATE summaries SET parent=? WHERE id=?", [(fm.id, i) for i in ids])
+            db.execute("UPDATE summaries SET first_seq=?, last_seq=? WHERE id=?", (rows[0], rows[1], fm.id))
+
+    # -- relations ---------------------------------------------------------------
+
+    def recompute(self, conv: str) -> None:
+        """Rebuild coverage, parents, positions and staleness of ``conv`` from the mirrored notes."""
+        rows = {r.id: r for r in self.all(conv)}
+        msg_ids = [mid for r in rows.values() if r.kind == "leaf" for mid in r.sources]
+        messages = self.catalog.rows_by_ids(msg_ids)
+        problems: list[tuple[str, str, str]] = []
+        claimed: dict[str, str] = {}
+        parent: dict[str, str] = {}
+        valid: set[str] = set()
+        # Lower depths first, so a node's children are settled before it.
+        for r in sorted(rows.values(), key=lambda r: (r.depth, r.id)):
+            bad = None
+            for sid in r.sources:
+                if r.kind == "leaf":
+                    if sid not in messages:
+                        bad = f"source {sid} is not a message of this vault"
+                    elif messages[sid].conv != conv:
+                        bad = f"source {sid} belongs to conversation {messages[sid].conv!r}"
+                else:
+                    child = rows.get(sid)
+                    if child is None:
+                        bad = f"source {sid} is not a summary of this conversation"
+                    elif child.depth >= r.depth:
+                        bad = f"source {sid} has depth {child.depth}, not below this node's depth {r.depth} (a cycle or a wrong depth)"
+                    elif sid not in valid:
+                        bad = f"source {sid} is itself invalid"
+                if bad:
+                    break
+                if sid in claimed:
+                    bad = f"source {sid} is already covered by {claimed[sid]}"
+                    break
+            if bad:
+                problems.append((r.path, "dag", f"{r.path}: field 'sources': {bad}; fix the link or delete the note"))
+                continue
+            valid.add(r.id)
+            for sid in r.sources:
+                claimed[sid] = r.id
+                if r.kind != "leaf":
+                    parent[sid] = r.id
+        first: dict[str, int | None] = {}
+        last: dict[str, int | None] = {}
+        stale: dict[str, int] = {}
+        for r in sorted(rows.values(), key=lambda r: r.depth):
+            if r.id not in valid:
+                continue
+            if r.kind == "leaf":
+                seqs = [messages[s].seq for s in r.sources]
+                digest = sources_hash([messages[s].hash for s in r.sources])
+            else:
+                seqs = [x for s in r.sources for x in (first.get(s), last.get(s)) if x is not None]
+                digest = sources_hash([rows[s].body_hash for s in r.sources])
+            first[r.id] = min(seqs) if seqs else None
+            last[r.id] = max(seqs) if seqs else None
+            stale[r.id] = int(digest != r.sources_hash)
+        with self.catalog.transaction() as db:
+            db.execute("DELETE FROM coverage WHERE conv=?", (conv,))
+            db.execute("UPDATE messages SET covered=NULL WHERE conv=? AND covered IS NOT NULL", (conv,))
+            db.execute("DELETE FROM problems WHERE conv=? AND kind='dag'", (conv,))
+            db.executemany("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)", [(p, conv, k, d) for p, k, d in problems])
+            cover = [(mid, conv, leaf) for mid, leaf in claimed.items() if rows[leaf].kind == "leaf"]
+            db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)", cover)
+            db.executemany("UPDATE messages SET covered=? WHERE id=?", [(leaf, mid) for mid, _, leaf in cover])
+            for r in rows.values():
+                if r.id in valid:
+                    db.execute(
+                        "UPDATE summaries SET parent=?, first_seq=?, last_seq=?, stale=? WHERE id=?",
+                        (parent.get(r.id), first[r.id], last[r.id], stale[r.id], r.id),
+                    )
+                else:
+                    # An invalid node takes no part in the DAG; its sources go back to the active context.
+                    db.execute("UPDATE summaries SET parent='!invalid', first_seq=NULL, last_seq=NULL WHERE id=?", (r.id,))
+
+    # -- queries -----------------------------------------------------------------
+
+    def _rows(self, where: str, params: tuple) -> list[SummaryRow]:
+        return [SummaryRow(*r) for r in self.catalog.execute(f"SELECT {_COLUMNS} FROM summaries WHERE {where}", params)]
+
+    def get(self, summary_id: str) -> SummaryRow | None:
+        rows = self._rows("id=?", (summary_id,))
+        return rows[0] if rows else None
+
+    def all(self, conv: str) -> list[SummaryRow]:
+        return self._rows("conv=? ORDER BY depth, first_seq, id", (conv,))
+
+    def roots(self, conv: str) -> list[SummaryRow]:
+        return self._rows("conv=? AND parent IS NULL ORDER BY first_seq, id", (conv,))
+
+    def children(self, summary_id: str) -> list[SummaryRow]:
+        row = self.get(summary_id)
+        if row is None or row.kind == "leaf":
+            return []
+        by_id = {r.id: r for r in self._rows(f"id IN ({','.join('?' * len(row.sources))})", tuple(row.sources))}
+        return [by_id[s] for s in row.sources if s in by_id]
+
+    def problems(self, conv: str | None = None) -> list[DagProblem]:
+        sql = "SELECT path, kind, detail FROM problems" + (" WHERE conv=?" if conv else "") + " ORDER BY path"
+        return [DagProblem(*r) for r in self.catalog.execute(sql, (conv,) if conv else ())]
+
+    def active(self, conv: str) -> list[ActiveItem]:
+        """The active context of ``conv``: root summaries and uncovered messages, in order."""
+        items = [ActiveItem("summary", r.first_seq if r.first_seq is not None else 0, summary=r) for r in self.roots(conv)]
+        items.extend(ActiveItem("message", m.seq, message=m) for m in self.catalog.uncovered_rows(conv))
+        items.sort(key=lambda it: (it.position, 0 if it.kind == "summary" else 1))
+        return items
+
+    def ancestors_top(self, item_id: str) -> str | None:
+        """The top-level summary covering a message or summary (None if it is itself active)."""
+        row = self.catalog.get(item_id)
+        current = row.covered if row is not None else None
+        if row is None:
+            s = self.get(item_id)
+            current = s.parent if s is not None else None
+        top = None
+        seen: set[str] = set()
+        while current and current not in seen and current != "!invalid":
+            seen.add(current)
+            top = current
+            s = self.get(current)
+            current = s.parent if s is not None else None
+        return top
+
+
+def message_rows_in(catalog: Catalog, ids: Iterable[str]) -> list[MessageRow]:
+    rows = catalog.rows_by_ids(list(ids))
+    return sorted(rows.values(), key=lambda r: (r.seq, r.at, r.id))

@@ -1,0 +1,203 @@
+"""Summary notes: one Markdown note per summary node of the DAG.
+
+A note is YAML frontmatter plus the summary as the body::
+
+    ---
+    id: "sum_3f2a9c1b0d4e5f60"
+    kind: "leaf"
+    depth: 0
+    conversation: "demo"
+    earliest_at: "2026-11-29T10:00:00Z"
+    latest_at: "2026-11-29T10:05:00Z"
+    descendant_count: 12
+    source_count: 12
+    source_tokens: 3400
+    token_count: 512
+    summarizer: "extractive"
+    prompt: "leaf"
+    level: "normal"
+    body_sha256: "…"
+    sources_sha256: "…"
+    tags:
+      - "lcm/summary"
+      - "lcm/leaf"
+      - "lcm/depth-0"
+    sources:
+      - "[[conversations/demo/logs/2026-11-29#^m-3f2a9c1b0d4e5f60]]"
+    ---
+
+The engine writes notes with its own deterministic writer (fixed key order,
+JSON-style double-quoted strings, LF, final newline) and reads them with
+python-frontmatter, validating the result with pydantic, so a note a person
+edited is read but never re-serialized. Which node condensed a note is *not*
+stored: it is derived from the ``sources`` of the notes above.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ValidationProblem
+from .logcodec import json_text
+
+SUMMARY_ID_RE = re.compile(r"^sum_[0-9a-f]{16}$")
+_LINK_RE = re.compile(r"^\[\[([^\]|#]+?)(?:#\^([A-Za-z0-9-]+))?(?:\|[^\]]*)?\]\]$")
+_YAML_UNSAFE = re.compile(r"[\x7f-\x9f]")
+FIELD_ORDER = (
+    "id", "kind", "depth", "conversation", "earliest_at", "latest_at", "descendant_count",
+    "source_count", "source_tokens", "token_count", "summarizer", "prompt", "level",
+    "body_sha256", "sources_sha256", "tags", "sources",
+)
+
+
+class SummaryFrontmatter(BaseModel):
+    """The frontmatter of a summary note, as validated when read back."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="Summary id, sum_ + 16 hex digits; identity follows this, not the filename.")
+    kind: Literal["leaf", "condensed"] = Field(description="leaf: covers raw messages; condensed: covers summaries.")
+    depth: int = Field(ge=0, description="0 for leaves; 1 + the deepest source for condensed nodes.")
+    conversation: str = Field(description="Conversation the node belongs to.")
+    earliest_at: str = Field(description="Time of the oldest message covered (UTC, ISO-8601).")
+    latest_at: str = Field(description="Time of the newest message covered (UTC, ISO-8601).")
+    descendant_count: int = Field(ge=0, description="Raw messages covered, transitively.")
+    source_count: int = Field(ge=0, description="Direct sources (messages for a leaf, summaries for a condensed node).")
+    source_tokens: int = Field(ge=0, description="Tokens of the direct sources that were summarized.")
+    token_count: int = Field(ge=0, description="Tokens of the body as generated.")
+    summarizer: str = Field(description="What wrote the body: extractive, anthropic:<model>, openai:<model>.")
+    prompt: str = Field(description="Template used: leaf, depth-1, depth-2, depth-3plus, aggressive or truncate.")
+    level: Literal["normal", "aggressive", "truncated"] = Field(description="Escalation level that produced the body.")
+    body_sha256: str = Field(description="sha256 of the body as generated; a different body means a person edited it.")
+    sources_sha256: str = Field(description="sha256 over the sources' content when generated; a change makes the node stale.")
+    tags: list[str] = Field(default_factory=list, description="Obsidian tags: lcm/summary, lcm/<kind>, lcm/depth-<n>.")
+    sources: list[str] = Field(description="Quoted wikilinks to the message blocks (leaf) or summary notes (condensed) covered.")
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, v: str) -> str:
+        if not SUMMARY_ID_RE.match(v):
+            raise ValueError(f"{v!r} is not a summary id (sum_ followed by 16 hex digits)")
+        return v
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _check_sources(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            raise ValueError("must be a list of quoted wikilinks")
+        for i, item in enumerate(v):
+            if isinstance(item, list):
+                raise ValueError(
+                    f"item {i} is an unquoted wikilink (YAML read [[...]] as a nested list); "
+                    'write it in double quotes: - "[[...]]"'
+                )
+            if not isinstance(item, str) or not _LINK_RE.match(item):
+                raise ValueError(f"item {i} ({item!r}) is not a wikilink like \"[[sum_...]]\"")
+        return v
+
+    def source_ids(self) -> list[str]:
+        return [link_target_id(s) for s in self.sources]
+
+
+def link_target_id(link: str) -> str:
+    """The id a source wikilink points at: the block id for messages, the note name for summaries."""
+    m = _LINK_RE.match(link)
+    if not m:
+        raise ValueError(f"not a wikilink: {link!r}")
+    path, block = m.group(1), m.group(2)
+    return block if block else path.rsplit("/", 1)[-1]
+
+
+def message_link(log_rel_path: str, message_id: str) -> str:
+    """``[[conversations/c/logs/2026-11-29#^m-…]]`` (vault-relative, without .md)."""
+    stem = log_rel_path[:-3] if log_rel_path.endswith(".md") else log_rel_path
+    return f"[[{stem}#^{message_id}]]"
+
+
+def summary_link(summary_id: str) -> str:
+    return f"[[{summary_id}]]"
+
+
+def make_summary_id(conversation: str, depth: int, source_ids: list[str]) -> str:
+    """Deterministic: the same sources at the same depth give the same node id."""
+    h = hashlib.sha256(f"{conversation}\0{depth}\0".encode())
+    h.update("\0".join(source_ids).encode())
+    return "sum_" + h.hexdigest()[:16]
+
+
+def body_hash(body: str) -> str:
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def sources_hash(parts: list[str]) -> str:
+    """Hash over the sources' content hashes, in order (entry hashes or body hashes)."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _yaml_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    # JSON string escapes are valid YAML double-quoted escapes; escape C1 controls PyYAML refuses.
+    text = json_text(str(value), indent=None)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def render_note(fm: SummaryFrontmatter, body: str) -> str:
+    """The note's exact text: deterministic frontmatter, then the body, LF, final newline."""
+    data = fm.model_dump()
+    lines = ["---"]
+    for key in FIELD_ORDER:
+        value = data[key]
+        if isinstance(value, list):
+            lines.append(f"{key}:")
+            lines.extend(f"  - {_yaml_scalar(v)}" for v in value)
+        else:
+            lines.append(f"{key}: {_yaml_scalar(value)}")
+    lines.append("---")
+    text = "\n".join(lines) + "\n" + body
+    return text if text.endswith("\n") else text + "\n"
+
+
+def note_body(generated: str) -> str:
+    """Body text as stored: the generated summary with exactly one final newline."""
+    return generated.rstrip("\n") + "\n"
+
+
+def parse_note(text: str, path: Path | str) -> tuple[SummaryFrontmatter, str]:
+    """Read a note a person may have edited; raises :class:`ValidationProblem` naming the file and field."""
+    import frontmatter
+    import yaml
+
+    if not text.startswith("---"):
+        raise ValidationProblem(f"{path}: the note has no YAML frontmatter (it must start with ---); restore it from git")
+    try:
+        post = frontmatter.loads(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ValidationProblem(f"{path}: frontmatter is not valid YAML{where}: {getattr(exc, 'problem', exc)}; fix it or restore it from git") from None
+    try:
+        fm = SummaryFrontmatter.model_validate(dict(post.metadata))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "frontmatter"
+            problems.append(f"field {field!r}: {err['msg'].removeprefix('Value error, ')}")
+        raise ValidationProblem(f"{path}: " + "; ".join(problems)) from None
+    return fm, _body_of(text)
+
+
+def _body_of(text: str) -> str:
+    """The body exactly as in the file (python-frontmatter strips white space, which would hide edits)."""
+    end = text.find("\n---", 3)
+    if end < 0:
+        return ""
+    nl = text.find("\n", end + 4)
+    return "" if nl < 0 else text[nl + 1 :]
