@@ -170,5 +170,63 @@ def status(obj: Context, as_json: bool) -> None:
         )
 
 
+@cli.command()
+@click.option("-c", "--conversation", help="Only this conversation (default: all).")
+@click.option("--force", is_flag=True, help="Summarize everything eligible, not just down to the soft threshold.")
+@click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@pass_ctx
+@handle_errors
+def compact(obj: Context, conversation: str | None, force: bool, as_json: bool) -> None:
+    """Summarize old messages into the summary DAG."""
+    reports = obj.vault().compact(conversation, force=force)
+    if as_json:
+        _echo_json({"reports": [r.to_dict() for r in reports]})
+        return
+    for r in reports:
+        line = f"{r.conversation}: {len(r.created)} summaries written, {len(r.refreshed)} refreshed, context {r.tokens_before} -> {r.tokens_after} tokens"
+        click.echo(line)
+        if r.error:
+            click.echo(f"  compaction stopped: {r.error}", err=True)
+    if any(r.error for r in reports):
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("-c", "--conversation", required=True, help="Conversation to assemble.")
+@click.option("--budget", required=True, type=click.IntRange(min=1), help="Token budget the context must fit.")
+@click.option("--format", "fmt", type=click.Choice(["anthropic", "openai"]), default="anthropic", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help='Print {"messages": [...], "estimated_tokens": N}.')
+@pass_ctx
+@handle_errors
+def assemble(obj: Context, conversation: str, budget: int, fmt: str, as_json: bool) -> None:
+    """The model context for the next turn: fresh tail plus summaries, within --budget tokens."""
+    ctx = obj.vault().assemble(conversation, budget, format=fmt)
+    if as_json:
+        _echo_json(ctx.to_dict())
+        return
+    click.echo(f"# {len(ctx.messages)} messages, {ctx.estimated_tokens} of {budget} tokens "
+               f"({len(ctx.summary_ids)} summaries, {len(ctx.message_ids)} raw messages)")
+    if ctx.omitted_ids:
+        click.echo(f"# left out (over budget): {', '.join(ctx.omitted_ids)}")
+    click.echo(f"## system\n{ctx.system_prompt_addition}")
+    for m in ctx.messages:
+        content = m.get("content")
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        click.echo(f"## {m.get('role')}\n{text}")
+
+
+@cli.command()
+@click.argument("path", required=False, type=click.Path(file_okay=False))
+@pass_ctx
+@handle_errors
+def demo(obj: Context, path: str | None) -> None:
+    """Build a demo vault from the shipped sample transcript (offline, extractive summarizer)."""
+    from .sample import build_sample_vault
+
+    root = Path(path) if path else Path("vaultlcm-demo")
+    report = build_sample_vault(root)
+    click.echo(report.describe())
+
+
 def main() -> None:  # pragma: no cover - console entry
     cli()

@@ -1,0 +1,5 @@
+"""``python -m vaultlcm`` runs the command line."""
+
+from .cli import cli
+
+cli()

@@ -1,0 +1,239 @@
+"""The LCM context engine for one conversation, in the shape of OpenClaw's ContextEngine.
+
+Lifecycle::
+
+    engine = Engine("my-vault", "support-bot")
+    engine.bootstrap()
+    engine.ingest({"role": "user", "content": "..."})
+    ctx = engine.assemble(token_budget=50_000)      # messages for the next model call
+    ...                                             # call the model, ingest its reply
+    engine.after_turn()                             # schedules compaction in the background
+    engine.dispose()
+
+The engine is thread-safe. Compaction scheduled by :meth:`after_turn` runs on
+one background thread per engine; :meth:`assemble` waits for it only when the
+context is over the budget (the hard threshold).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .assembly import AssembledContext
+from .compaction import CompactionReport, item_tokens
+from .errors import UsageError, VaultLCMError
+from .messages import Message
+from .names import validate_conversation_name
+from .settings import Settings
+from .vault import Vault
+
+
+@dataclass
+class SubagentHandle:
+    """A child engine prepared for a subagent; call :meth:`rollback` if the spawn fails."""
+
+    parent: "Engine"
+    engine: "Engine"
+    conversation: str
+    token_cap: int
+    depth: int
+    _rolled_back: bool = field(default=False, repr=False)
+
+    def rollback(self) -> None:
+        """Undo the preparation: remove the child conversation created for the spawn."""
+        if self._rolled_back:
+            return
+        self._rolled_back = True
+        self.engine.dispose()
+        folder = self.parent.vault.layout.conversation_dir(self.conversation)
+        if folder.is_dir():
+            shutil.rmtree(folder)
+        self.parent.vault.catalog.execute("DELETE FROM messages WHERE conv=?", (self.conversation,))
+        self.parent.vault.catalog.execute("DELETE FROM logs WHERE conv=?", (self.conversation,))
+
+
+class Engine:
+    """Lossless context management for one conversation of a vault."""
+
+    def __init__(
+        self,
+        vault: Vault | str | os.PathLike[str],
+        conversation: str,
+        *,
+        settings: Settings | None = None,
+        environ: Mapping[str, str] | None = None,
+        token_budget: int | None = None,
+        depth: int = 0,
+        max_depth: int = 2,
+        token_cap: int | None = None,
+    ) -> None:
+        self.conversation = validate_conversation_name(conversation)
+        if isinstance(vault, Vault):
+            self.vault, self._owns_vault = vault, False
+        else:
+            root = Path(vault)
+            if not (root / "vaultlcm.toml").exists():
+                Vault.init(root, settings=settings, environ=environ).close()
+            self.vault, self._owns_vault = Vault(root, settings=settings, environ=environ), True
+        self.settings = self.vault.settings
+        self.token_budget = token_budget or self.settings.context_budget_tokens
+        self.depth = depth
+        self.max_depth = max_depth
+        self.token_cap = token_cap
+        self._lock = threading.RLock()
+        self._wake = threading.Condition(self._lock)
+        self._pending = False
+        self._idle = threading.Event()
+        self._idle.set()
+        self._stopping = False
+        self._worker: threading.Thread | None = None
+        self._children: list[SubagentHandle] = []
+        self.last_report: CompactionReport | None = None
+        self.last_error: str | None = None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def bootstrap(self) -> dict[str, Any]:
+        """Load (or create) the conversation's state; returns what is known about it."""
+        with self._lock:
+            if self.vault.layout.conversation_dir(self.conversation).is_dir():
+                self.vault.sync(self.conversation)
+            return self.info()
+
+    def info(self) -> dict[str, Any]:
+        exists = self.vault.layout.conversation_dir(self.conversation).is_dir()
+        items = self.vault.dag.active(self.conversation) if exists else []
+        return {
+            "conversation": self.conversation,
+            "messages": len(self.vault.catalog.rows(self.conversation)) if exists else 0,
+            "summaries": len(self.vault.dag.all(self.conversation)) if exists else 0,
+            "active_items": len(items),
+            "active_tokens": sum(item_tokens(i) for i in items),
+            "token_budget": self.effective_budget(),
+        }
+
+    def ingest(self, message: Message | Mapping[str, Any]) -> str:
+        """Store one message durably; returns its id."""
+        return self.ingest_batch([message])[0]
+
+    def ingest_batch(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[str]:
+        """Store messages durably, all or nothing; returns their ids in order."""
+        return self.vault.ingest(self.conversation, list(messages))
+
+    def active_tokens(self) -> int:
+        return sum(item_tokens(i) for i in self.vault.dag.active(self.conversation))
+
+    def effective_budget(self, token_budget: int | None = None) -> int:
+        budget = token_budget or self.token_budget
+        return min(budget, self.token_cap) if self.token_cap else budget
+
+    def after_turn(self, token_budget: int | None = None) -> bool:
+        """Schedule compaction if the context passed the soft threshold; returns whether it did."""
+        budget = self.effective_budget(token_budget)
+        if self.active_tokens() <= budget * self.settings.context_threshold:
+            return False
+        if not self.settings.background_compaction:
+            self.compact(token_budget=budget)
+            return True
+        with self._lock:
+            if self._stopping:
+                return False
+            self._pending = True
+            self._idle.clear()
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._run_worker, name=f"vaultlcm-compact-{self.conversation}", daemon=True)
+                self._worker.start()
+            self._wake.notify_all()
+        return True
+
+    def _run_worker(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._stopping:
+                    self._wake.wait()
+                if self._stopping:
+                    self._idle.set()
+                    return
+                self._pending = False
+            try:
+                self.compact()
+            except VaultLCMError as exc:  # recorded for doctor; the next turn retries
+                self.last_error = str(exc)
+            finally:
+                with self._lock:
+                    if not self._pending:
+                        self._idle.set()
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Block until scheduled background compaction has finished; False on timeout."""
+        return self._idle.wait(timeout)
+
+    def compact(self, *, force: bool = False, token_budget: int | None = None) -> CompactionReport:
+        """Compact now: until under the soft threshold, or everything eligible with ``force``."""
+        budget = self.effective_budget(token_budget)
+        target = int(budget * self.settings.context_threshold)
+        [report] = self.vault.compact(self.conversation, force=force, target_tokens=target)
+        self.last_report = report
+        if report.error:
+            self.last_error = report.error
+        return report
+
+    def assemble(self, token_budget: int | None = None, *, format: str = "anthropic") -> AssembledContext:
+        """The context for the next model call, never above the budget."""
+        return self.vault.assemble(self.conversation, self.effective_budget(token_budget), format=format)
+
+    # -- subagents -------------------------------------------------------------------
+
+    def prepare_subagent_spawn(self, task: str, *, token_cap: int | None = None, name: str | None = None) -> SubagentHandle:
+        """A child engine for a subagent, limited to ``token_cap`` tokens and this engine's depth limit."""
+        if self.depth + 1 > self.max_depth:
+            raise UsageError(
+                f"subagent depth {self.depth + 1} exceeds max_depth {self.max_depth} for {self.conversation!r}; "
+                "finish the work in this agent or raise max_depth"
+            )
+        cap = min(token_cap or self.effective_budget() // 2, self.effective_budget())
+        n = len(self._children) + 1
+        child_name = name or f"{self.conversation}--sub-{n}"
+        while self.vault.layout.conversation_dir(child_name).exists() and name is None:
+            n += 1
+            child_name = f"{self.conversation}--sub-{n}"
+        child = Engine(self.vault, child_name, depth=self.depth + 1, max_depth=self.max_depth, token_cap=cap)
+        handle = SubagentHandle(parent=self, engine=child, conversation=child_name, token_cap=cap, depth=self.depth + 1)
+        try:
+            child.ingest({"role": "user", "content": task, "parent_conversation": self.conversation})
+        except BaseException:
+            handle.rollback()
+            raise
+        self._children.append(handle)
+        return handle
+
+    def on_subagent_ended(self, handle: SubagentHandle, result: str, *, success: bool = True) -> str:
+        """Fold a finished subagent's result into this conversation; returns the new message id."""
+        status = "ok" if success else "failed"
+        text = f'<subagent_result conversation="{handle.conversation}" status="{status}">\n{result}\n</subagent_result>'
+        handle.engine.dispose()
+        return self.ingest({"role": "user", "content": text, "subagent": handle.conversation, "subagent_status": status})
+
+    def dispose(self) -> None:
+        """Stop background compaction (finishing the step under way) and release the vault."""
+        with self._lock:
+            self._stopping = True
+            self._wake.notify_all()
+            worker = self._worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout=self.settings.lock_timeout_seconds + 60)
+        if self._owns_vault:
+            self.vault.close()
+
+    def __enter__(self) -> "Engine":
+        self.bootstrap()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.dispose()

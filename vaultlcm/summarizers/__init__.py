@@ -1,0 +1,73 @@
+"""Summarizers: turn messages (or lower summaries) into summary text.
+
+``make_summarizer(settings)`` returns the one chosen by ``settings.summarizer``:
+the offline :class:`ExtractiveSummarizer` (default), :class:`AnthropicSummarizer`
+or :class:`OpenAISummarizer`. Compaction calls
+:func:`summarize_with_escalation`, which guarantees a summary smaller than its
+source. The provider classes import their SDK only on first use, so importing
+this package stays cheap.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..settings import Settings
+from .anthropic import AnthropicSummarizer
+from .base import (
+    TRUNCATION_MARKER,
+    SourceItem,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+    summarize_with_escalation,
+    template_for_depth,
+)
+from .extractive import EXPAND_PREFIX, ExtractiveSummarizer
+from .openai_compat import OpenAISummarizer
+from .prompts import TEMPLATE_NAMES, ask_prompt, load_template, render_items, render_template
+
+__all__ = [
+    "EXPAND_PREFIX",
+    "TEMPLATE_NAMES",
+    "TRUNCATION_MARKER",
+    "AnthropicSummarizer",
+    "ExtractiveSummarizer",
+    "OpenAISummarizer",
+    "SourceItem",
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryResult",
+    "ask_prompt",
+    "load_template",
+    "make_summarizer",
+    "render_items",
+    "render_template",
+    "summarize_with_escalation",
+    "template_for_depth",
+]
+
+
+def make_summarizer(
+    settings: Settings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    template_dir: Path | None = None,
+) -> Summarizer:
+    """The summarizer ``settings.summarizer`` names, bounded by ``summary_max_input_tokens``.
+
+    ``environ`` (default ``os.environ``) supplies API keys; ``template_dir`` is
+    the vault's ``templates/`` folder holding prompt overrides. Raises
+    :class:`~vaultlcm.errors.ProviderConfigError` when the chosen provider
+    cannot be used (missing key or SDK).
+    """
+    env = os.environ if environ is None else environ
+    limit = settings.summary_max_input_tokens
+    if settings.summarizer == "anthropic":
+        return AnthropicSummarizer(settings, env, template_dir=template_dir, max_input_tokens=limit)
+    if settings.summarizer == "openai":
+        return OpenAISummarizer(settings, env, template_dir=template_dir, max_input_tokens=limit)
+    return ExtractiveSummarizer(max_input_tokens=limit)
+
