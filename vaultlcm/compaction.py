@@ -37,6 +37,7 @@ from .messages import Message, format_timestamp
 from .msglog import MessageLog
 from .settings import Settings
 from .summarizers import ExtractiveSummarizer, SourceItem, Summarizer, SummaryRequest, summarize_with_escalation
+from .summarizers.base import source_tokens
 from .summary_notes import (
     SummaryFrontmatter,
     body_hash,
@@ -168,31 +169,39 @@ class Compactor:
         return None
 
     def _keep_tool_pairs(self, chunk: list[MessageRow], run: list[MessageRow | None]) -> list[MessageRow]:
-        """Do not end a chunk between a tool call and its result: extend over results or cut before the call."""
-        if not chunk or len(chunk) == len(run):
+        """Never end a chunk between a tool call and its result: extend over the results, else cut before the call."""
+        if not chunk:
             return chunk
-        msgs = {r.id: m for r, m in self.log.read_rows(chunk + [x for x in run[len(chunk) : len(chunk) + 4] if x])}
-        pending = set()
-        for r in chunk:
+        rest = [x for x in run[len(chunk) :] if x is not None]
+        msgs = {r.id: m for r, m in self.log.read_rows(chunk + rest[:8])}
+        opened_at: dict[str, int] = {}
+        for i, r in enumerate(chunk):
             m = msgs[r.id]
-            pending.update(m.tool_call_ids)
-            pending.difference_update(m.tool_result_ids)
+            for call in m.tool_call_ids:
+                opened_at[call] = i
+            for res in m.tool_result_ids:
+                opened_at.pop(res, None)
         extended = list(chunk)
-        for nxt in run[len(chunk) : len(chunk) + 4]:
-            if not pending or nxt is None:
-                break
+        j = 0
+        moved_on = False
+        while opened_at and j < len(rest):
+            nxt = rest[j]
+            if nxt.id not in msgs:
+                msgs.update({r.id: m for r, m in self.log.read_rows(rest[j : j + 8])})
             m = msgs[nxt.id]
-            if not set(m.tool_result_ids) & pending:
+            if not set(m.tool_result_ids) & set(opened_at):
+                moved_on = True  # the conversation went on: the open calls never got a result
                 break
             extended.append(nxt)
-            pending.difference_update(m.tool_result_ids)
-            pending.update(m.tool_call_ids)
-        if not pending:
+            for res in m.tool_result_ids:
+                opened_at.pop(res, None)
+            for call in m.tool_call_ids:
+                opened_at[call] = len(extended) - 1
+            j += 1
+        if not opened_at or moved_on:
             return extended
-        # Could not close the pair: cut the chunk before the last message that opened a call.
-        while chunk and msgs[chunk[-1].id].tool_call_ids:
-            chunk = chunk[:-1]
-        return chunk
+        # A result lies beyond reach (in the fresh tail, or not yet ingested): stop before its call.
+        return extended[: min(opened_at.values())]
 
     def _condense_chunk(self, items: list[ActiveItem], end: int, min_fanin: int, mixed: bool) -> list[SummaryRow] | None:
         s = self.settings
@@ -311,7 +320,7 @@ class Compactor:
             latest_at=max(r.at for r in chunk),
             descendant_count=len(chunk),
             source_count=len(chunk),
-            source_tokens=sum(r.tokens for r in chunk),
+            source_tokens=source_tokens(items),
             token_count=result.tokens,
             summarizer=fallback or result.summarizer,
             prompt=result.prompt,
@@ -342,7 +351,7 @@ class Compactor:
             latest_at=max(r.latest_at for r in run),
             descendant_count=sum(r.descendant_count for r in run),
             source_count=len(run),
-            source_tokens=sum(r.token_count for r in run),
+            source_tokens=source_tokens(items),
             token_count=result.tokens,
             summarizer=fallback or result.summarizer,
             prompt=result.prompt,
