@@ -24,6 +24,7 @@ the extractive summarizer and the note says so (``doctor`` lists it).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,7 +38,7 @@ from .messages import Message, format_timestamp
 from .msglog import MessageLog
 from .settings import Settings
 from .summarizers import ExtractiveSummarizer, SourceItem, Summarizer, SummaryRequest, summarize_with_escalation
-from .summarizers.base import source_tokens
+from .summarizers.base import SummaryResult, source_tokens
 from .summary_notes import (
     SummaryFrontmatter,
     body_hash,
@@ -51,6 +52,8 @@ from .summary_notes import (
 #: Tokens the ``<summary …>`` wrapper adds around a summary body in the assembled context.
 SUMMARY_OVERHEAD_TOKENS = 60
 MESSAGE_OVERHEAD_TOKENS = 4
+#: After a provider failure, a blocked assemble uses the fallback without asking again for this long.
+PROVIDER_BACKOFF_SECONDS = 60.0
 
 
 def message_for_summary(msg: Message) -> str:
@@ -122,6 +125,8 @@ class Compactor:
         self._summarizer_factory = summarizer
         self._summarizer: Summarizer | None = None
         self.clock = clock
+        self._failed_at = float("-inf")
+        self._recent_failure = ""
 
     @property
     def summarizer(self) -> Summarizer:
@@ -290,15 +295,20 @@ class Compactor:
                 return self._write_condensed(conv, found, report, hard)  # type: ignore[arg-type]
         return False
 
-    def _summarize(self, request: SummaryRequest, hard: bool, report: CompactionReport, node_id: str):  # type: ignore[no-untyped-def]
-        try:
-            return summarize_with_escalation(self.summarizer, request), None
-        except SummarizerError as exc:
-            if not hard or isinstance(self.summarizer, ExtractiveSummarizer):
-                raise
-            result = summarize_with_escalation(ExtractiveSummarizer(self.settings.summary_max_input_tokens), request)
-            report.fallbacks.append(node_id)
-            return result, f"extractive (fallback: {self.summarizer.name} failed: {str(exc)[:120]})"
+    def _summarize(self, request: SummaryRequest, hard: bool, report: CompactionReport, node_id: str) -> tuple[SummaryResult, str | None]:
+        failure = self._recent_failure if hard and time.monotonic() - self._failed_at < PROVIDER_BACKOFF_SECONDS else None
+        if failure is None:
+            try:
+                return summarize_with_escalation(self.summarizer, request), None
+            except SummarizerError as exc:
+                if not hard or isinstance(self.summarizer, ExtractiveSummarizer):
+                    raise
+                # While the provider is down, a blocked assemble must not wait on it chunk after chunk.
+                self._failed_at, self._recent_failure = time.monotonic(), str(exc)
+                failure = str(exc)
+        result = summarize_with_escalation(ExtractiveSummarizer(self.settings.summary_max_input_tokens), request)
+        report.fallbacks.append(node_id)
+        return result, f"extractive (fallback: {self.summarizer.name} failed: {failure[:120]})"
 
     def _write_leaf(self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False) -> bool:
         pairs = self.log.read_rows(chunk)
