@@ -55,11 +55,16 @@ class DemoReport:
 
 def build_sample_vault(root: Path, *, budget: int = 16_000) -> DemoReport:
     """Create a vault at ``root`` holding the compacted sample conversation."""
-    if (root / "conversations" / SAMPLE_CONVERSATION).exists():
-        raise UsageError(f"{root} already holds the demo conversation; delete the folder or choose another path")
+    if root.exists() and any(root.iterdir()) and not (root / "vaultlcm.toml").exists():
+        raise UsageError(f"{root} exists and is not a vault; choose an empty or new folder for the demo")
     settings = Settings()
     with Vault.init(root, settings=settings, environ={}, clock=lambda: SAMPLE_CLOCK) as vault:
-        ids = vault.ingest_bytes(SAMPLE_CONVERSATION, sample_transcript(), format="native", source="sample_transcript.jsonl")
+        if (root / "conversations" / SAMPLE_CONVERSATION).exists():
+            # Built before: keep it (running the demo twice must not duplicate the transcript).
+            vault.sync(SAMPLE_CONVERSATION)
+            ids = [r.id for r in vault.catalog.rows(SAMPLE_CONVERSATION)]
+        else:
+            ids = vault.ingest_bytes(SAMPLE_CONVERSATION, sample_transcript(), format="native", source="sample_transcript.jsonl")
         vault.compact(SAMPLE_CONVERSATION, force=True)
         ctx = vault.assemble(SAMPLE_CONVERSATION, budget, compact=False)
         depths = Counter(s.depth for s in vault.dag.all(SAMPLE_CONVERSATION))
