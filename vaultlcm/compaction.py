@@ -33,7 +33,7 @@ from filelock import FileLock, Timeout
 
 from .catalog import MessageRow
 from .dag import ActiveItem, Dag, SummaryRow
-from .errors import LockTimeoutError, SummarizerError
+from .errors import LockTimeoutError, SummarizerError, ValidationProblem
 from .messages import Message, format_timestamp
 from .msglog import MessageLog
 from .settings import Settings
@@ -146,8 +146,8 @@ class Compactor:
             taken += 1
         return i
 
-    def _leaf_chunk(self, items: list[ActiveItem], start: int, end: int, min_messages: int) -> list[MessageRow] | None:
-        """The oldest leaf-sized chunk of message items in ``items[start:end]``."""
+    def _leaf_chunk(self, items: list[ActiveItem], start: int, end: int, min_messages: int) -> tuple[list[MessageRow], int] | None:
+        """The oldest leaf-sized chunk of message items in ``items[start:end]``, and the index after it."""
         s = self.settings
         i = start
         while i < end:
@@ -169,7 +169,7 @@ class Compactor:
                 tokens += row.tokens
             chunk = self._keep_tool_pairs(chunk, run)
             if chunk and (len(chunk) >= min_messages or island):
-                return chunk
+                return chunk, i + len(chunk)
             i = run_end
         return None
 
@@ -208,10 +208,13 @@ class Compactor:
         # A result lies beyond reach (in the fresh tail, or not yet ingested): stop before its call.
         return extended[: min(opened_at.values())]
 
-    def _condense_chunk(self, items: list[ActiveItem], end: int, min_fanin: int, mixed: bool) -> list[SummaryRow] | None:
+    def _condense_chunk(
+        self, items: list[ActiveItem], end: int, min_fanin: int, mixed: bool, start: int = 0
+    ) -> tuple[list[SummaryRow], int] | None:
+        """The oldest run of adjacent root summaries to condense, and the index after it."""
         s = self.settings
         max_depth = s.incremental_max_depth
-        i = 0
+        i = start
         while i < end:
             if items[i].kind != "summary":
                 i += 1
@@ -223,7 +226,8 @@ class Compactor:
             run = [it.summary for it in items[i:j]]
             new_depth = max(r.depth for r in run) + 1  # type: ignore[union-attr]
             if len(run) >= min_fanin and (max_depth < 0 or new_depth <= max_depth):
-                return run[: s.condensed_max_fanin]  # type: ignore[return-value]
+                picked = run[: s.condensed_max_fanin]
+                return picked, i + len(picked)  # type: ignore[return-value]
             i = j
         return None
 
@@ -257,7 +261,9 @@ class Compactor:
                 tokens = sum(item_tokens(i) for i in items)
                 if not force and tokens <= target_tokens:
                     break
-                if not self._step(conv, items, report, hard=hard):
+                if self._pass(conv, items, tokens, target_tokens, report, force=force, hard=hard):
+                    continue
+                if not (hard and self._hard_step(conv, items, report)):
                     break
         except SummarizerError as exc:
             report.error = str(exc)
@@ -268,31 +274,55 @@ class Compactor:
         report.tokens_after = sum(item_tokens(i) for i in self.dag.active(conv))
         return report
 
-    def _step(self, conv: str, items: list[ActiveItem], report: CompactionReport, *, hard: bool) -> bool:
+    def _pass(
+        self, conv: str, items: list[ActiveItem], tokens: int, target: int, report: CompactionReport, *, force: bool, hard: bool
+    ) -> bool:
+        """One sweep over the active context: every eligible leaf chunk, else every eligible run to condense.
+
+        Sweeping (instead of re-reading the active context after each note) keeps a full
+        compaction linear in the number of messages.
+        """
         s = self.settings
         tail = self.tail_start(items)
-        chunk = self._leaf_chunk(items, 0, tail, s.leaf_min_messages)
-        if chunk:
-            return self._write_leaf(conv, chunk, report, hard)
-        run = self._condense_chunk(items, tail, s.condensed_min_fanin, mixed=False)
-        if run:
-            return self._write_condensed(conv, run, report, hard)
-        if not hard:
-            return False
-        # Hard mode: loosen the rules one at a time.
-        for attempt in (
-            lambda: ("leaf", self._leaf_chunk(items, 0, tail, 1)),
-            lambda: ("condense", self._condense_chunk(items, tail, 2, mixed=False)),
-            lambda: ("condense", self._condense_chunk(items, tail, 2, mixed=True)),
+        wrote = False
+        i = 0
+        while found := self._leaf_chunk(items, i, tail, s.leaf_min_messages):
+            chunk, i = found
+            row = self._write_leaf(conv, chunk, report, hard)
+            wrote = True
+            tokens += row.token_count + SUMMARY_OVERHEAD_TOKENS - sum(r.tokens + MESSAGE_OVERHEAD_TOKENS for r in chunk)
+            if not force and tokens <= target:
+                return True
+        if wrote:
+            return True
+        i = 0
+        while found2 := self._condense_chunk(items, tail, s.condensed_min_fanin, mixed=False, start=i):
+            run, i = found2
+            row = self._write_condensed(conv, run, report, hard)
+            wrote = True
+            tokens += row.token_count - sum(r.token_count for r in run) - SUMMARY_OVERHEAD_TOKENS * (len(run) - 1)
+            if not force and tokens <= target:
+                return True
+        return wrote
+
+    def _hard_step(self, conv: str, items: list[ActiveItem], report: CompactionReport) -> bool:
+        """Over the budget with nothing eligible: loosen the rules one at a time, one note per step."""
+        tail = self.tail_start(items)
+        for kind, found in (
+            ("leaf", lambda: self._leaf_chunk(items, 0, tail, 1)),
+            ("condense", lambda: self._condense_chunk(items, tail, 2, mixed=False)),
+            ("condense", lambda: self._condense_chunk(items, tail, 2, mixed=True)),
             # last resort: the fresh tail itself, oldest first
-            lambda: ("leaf", self._leaf_chunk(items, 0, len(items), 1)),
-            lambda: ("condense", self._condense_chunk(items, len(items), 2, mixed=True)),
+            ("leaf", lambda: self._leaf_chunk(items, 0, len(items), 1)),
+            ("condense", lambda: self._condense_chunk(items, len(items), 2, mixed=True)),
         ):
-            kind, found = attempt()
-            if found:
+            result = found()
+            if result:
                 if kind == "leaf":
-                    return self._write_leaf(conv, found, report, hard)  # type: ignore[arg-type]
-                return self._write_condensed(conv, found, report, hard)  # type: ignore[arg-type]
+                    self._write_leaf(conv, result[0], report, True)  # type: ignore[arg-type]
+                else:
+                    self._write_condensed(conv, result[0], report, True)  # type: ignore[arg-type]
+                return True
         return False
 
     def _summarize(self, request: SummaryRequest, hard: bool, report: CompactionReport, node_id: str) -> tuple[SummaryResult, str | None]:
@@ -310,7 +340,7 @@ class Compactor:
         report.fallbacks.append(node_id)
         return result, f"extractive (fallback: {self.summarizer.name} failed: {failure[:120]})"
 
-    def _write_leaf(self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False) -> bool:
+    def _write_leaf(self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False) -> SummaryRow:
         pairs = self.log.read_rows(chunk)
         items = tuple(
             SourceItem(id=row.id, kind="message", text=message_for_summary(msg), role=row.role, at=row.at)
@@ -340,11 +370,11 @@ class Compactor:
             tags=["lcm/summary", "lcm/leaf", "lcm/depth-0"],
             sources=[message_link(r.path, r.id) for r in chunk],
         )
-        self.dag.write_summary(conv, fm, body)
+        row = self.dag.write_summary(conv, fm, body)
         (report.refreshed if refresh else report.created).append(node_id)
-        return True
+        return row
 
-    def _write_condensed(self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False) -> bool:
+    def _write_condensed(self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False) -> SummaryRow:
         depth = max(r.depth for r in run) + 1
         ids = [r.id for r in run]
         node_id = make_summary_id(conv, depth, ids)
@@ -371,9 +401,9 @@ class Compactor:
             tags=["lcm/summary", "lcm/condensed", f"lcm/depth-{depth}"],
             sources=[summary_link(i) for i in ids],
         )
-        self.dag.write_summary(conv, fm, body)
+        row = self.dag.write_summary(conv, fm, body)
         (report.refreshed if refresh else report.created).append(node_id)
-        return True
+        return row
 
     def _refresh_stale(self, conv: str, report: CompactionReport, hard: bool) -> None:
         """Regenerate stale nodes nobody owns, lowest depth first, so corrections rise to the top."""
@@ -385,11 +415,14 @@ class Compactor:
             if not stale:
                 return
             node = min(stale, key=lambda r: (r.depth, r.first_seq or 0))
-            if node.kind == "leaf":
-                rows = self.log.catalog.rows_by_ids(node.sources)
-                chunk = [rows[i] for i in node.sources if i in rows]
-                self._write_leaf(conv, chunk, report, hard, refresh=True)
-            else:
-                children = self.dag.children(node.id)
-                self._write_condensed(conv, children, report, hard, refresh=True)
+            try:
+                if node.kind == "leaf":
+                    rows = self.log.catalog.rows_by_ids(node.sources)
+                    chunk = [rows[i] for i in node.sources if i in rows]
+                    self._write_leaf(conv, chunk, report, hard, refresh=True)
+                else:
+                    children = self.dag.children(node.id)
+                    self._write_condensed(conv, children, report, hard, refresh=True)
+            except ValidationProblem:
+                pass  # a person edited it a moment ago: it is theirs now (the catalog was updated)
             self.dag.recompute(conv)

@@ -109,10 +109,25 @@ class Dag:
 
     # -- reading the notes -------------------------------------------------------
 
-    def sync(self, conv: str) -> SyncReport:
-        """Mirror the notes of ``conv`` into the catalog; recompute relations if anything changed."""
+    def sync(self, conv: str, *, full: bool = False) -> SyncReport:
+        """Mirror the notes of ``conv`` into the catalog; recompute relations if anything changed.
+
+        Without ``full``, an unchanged folder (same mtime) is trusted, so the cost of a
+        sync does not grow with the number of notes.
+        """
         report = SyncReport()
         folder = self.layout.summaries_dir(conv)
+        key = f"notes_dir_mtime:{conv}"
+        try:
+            dir_mtime = str(folder.stat().st_mtime_ns)
+        except FileNotFoundError:
+            dir_mtime = "missing"
+        if not full:
+            seen = self.catalog.execute("SELECT value FROM meta WHERE key=?", (key,))
+            if seen and seen[0][0] == dir_mtime:
+                # No note was added, removed or renamed; in-place edits reach us through `watch`.
+                report.problems = self.problems(conv)
+                return report
         on_disk: dict[str, Path] = {}
         if folder.is_dir():
             for p in folder.iterdir():
@@ -136,6 +151,7 @@ class Dag:
             self._read_note(conv, rel, path, st.st_size, st.st_mtime_ns)
         if report.changed:
             self.recompute(conv)
+        self.catalog.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, dir_mtime))
         report.problems = self.problems(conv)
         return report
 
@@ -186,6 +202,19 @@ class Dag:
         existing = self.get(fm.id)
         if existing is not None and existing.human_owned:
             raise ValidationProblem(f"{existing.path}: summary {fm.id} is human-owned; refusing to overwrite it")
+        on_disk = self.layout.root / existing.path if existing is not None else path
+        if on_disk.exists():
+            # Check the file itself, not just the catalog: a person may have saved a
+            # correction a moment ago and no sync has seen it yet.
+            try:
+                old_fm, old_body = parse_note(on_disk.read_text(encoding="utf-8"), on_disk)
+            except ValidationProblem:
+                old_fm, old_body = None, ""
+            if old_fm is None or body_hash(old_body) != old_fm.body_sha256:
+                self._read_note(conv, self.layout.relative(on_disk), on_disk, on_disk.stat().st_size, on_disk.stat().st_mtime_ns)
+                raise ValidationProblem(f"{self.layout.relative(on_disk)}: summary {fm.id} was edited by a person; refusing to overwrite it")
+            if on_disk != path:
+                path = on_disk  # the person moved or renamed it: keep it where they put it
         atomic_write(path, render_note(fm, body).encode("utf-8"))
         st = path.stat()
         rel = self.layout.relative(path)

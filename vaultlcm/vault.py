@@ -65,6 +65,7 @@ class Vault:
         self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
         self._lock = threading.RLock()
         self._closed = False
+        self._fully_synced: set[str] = set()
 
     def _make_summarizer(self) -> Summarizer:
         from .summarizers import make_summarizer
@@ -206,7 +207,10 @@ class Vault:
         conv = self.require_conversation(conversation)
         with self._lock:
             self.log.sync(conv)
-            self.dag.sync(conv)
+            # The first sync in a process checks every note (a person may have edited one
+            # since); later ones trust an unchanged folder, and `watch` reports edits.
+            self.dag.sync(conv, full=conv not in self._fully_synced)
+            self._fully_synced.add(conv)
 
     # -- LCM ---------------------------------------------------------------------
 
