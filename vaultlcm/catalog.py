@@ -118,6 +118,13 @@ class Catalog:
         with self._lock:
             self._db.close()
 
+    def reset(self) -> None:
+        """Forget everything derived (the next syncs re-read every file)."""
+        with self.transaction() as db:
+            for table in ("logs", "messages", "duplicates", "summaries", "coverage", "note_files", "problems"):
+                db.execute(f"DELETE FROM {table}")
+            db.execute("DELETE FROM meta WHERE key<>'schema'")
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:

@@ -216,6 +216,124 @@ def assemble(obj: Context, conversation: str, budget: int, fmt: str, as_json: bo
 
 
 @cli.command()
+@click.argument("pattern")
+@click.option("-c", "--conversation", help="Only this conversation.")
+@click.option("--regex", "use_regex", is_flag=True, help="PATTERN is a regular expression (bounded scan, newest first).")
+@click.option("--scope", type=click.Choice(["messages", "summaries", "both"]), default="both", show_default=True)
+@click.option("--since", metavar="WHEN", help="Only items at or after WHEN (ISO date/time, or an age: 30m, 12h, 7d).")
+@click.option("--before", metavar="WHEN", help="Only items before WHEN.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help='Print {"hits": [...]}.')
+@pass_ctx
+@handle_errors
+def grep(obj: Context, pattern: str, conversation: str | None, use_regex: bool, scope: str,
+         since: str | None, before: str | None, limit: int, as_json: bool) -> None:
+    """Search stored messages and summaries: words, "phrases", prefix*, or --regex."""
+    result = obj.vault().grep(pattern, conversation=conversation, regex=use_regex, scope=scope,
+                              since=since, before=before, limit=limit)
+    if as_json:
+        _echo_json(result)
+        return
+    hits = result["hits"]
+    if not hits:
+        click.echo("No matches.")
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for h in hits:
+        groups.setdefault(h.get("covered_by") or "(active context)", []).append(h)
+    for top, members in groups.items():
+        click.echo(f"{top}:")
+        for h in members:
+            click.echo(f"  {h['id']} [{h['kind']}, {h['conversation']}] {h['snippet']}")
+    if result.get("partial"):
+        click.echo("(regex scan stopped at its time limit; narrow it with -c, --since or --before)", err=True)
+
+
+@cli.command()
+@click.argument("item_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the description as JSON.")
+@pass_ctx
+@handle_errors
+def describe(obj: Context, item_id: str, as_json: bool) -> None:
+    """What an id is (message, summary or file), where it sits, what expanding it costs."""
+    d = obj.vault().describe(item_id)
+    if as_json:
+        _echo_json(d)
+        return
+    for key, value in d.items():
+        if key == "content" or key == "exploration_summary":
+            continue
+        if isinstance(value, list):
+            value = ", ".join(map(str, value)) or "-"
+        click.echo(f"{key}: {value}")
+    body = d.get("content") or d.get("exploration_summary")
+    if body:
+        click.echo("")
+        click.echo(body)
+
+
+@cli.command()
+@click.argument("item_id", metavar="ID")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Token cap (default: max_expand_tokens, 4000).")
+@click.option("--depth", type=click.IntRange(min=1), help="Levels to descend (default: down to raw messages).")
+@click.option("--json", "as_json", is_flag=True, help='Print {"messages": [...], "summaries": [...], "truncated": bool}.')
+@pass_ctx
+@handle_errors
+def expand(obj: Context, item_id: str, max_tokens: int | None, depth: int | None, as_json: bool) -> None:
+    """Expand a summary into its sources, down to the verbatim messages."""
+    r = obj.vault().expand(item_id, max_tokens=max_tokens, depth=depth)
+    if as_json:
+        _echo_json(r)
+        return
+    for s in r["summaries"]:
+        click.echo(f"== {s['id']} ({s['kind']}, depth {s['depth']}, {s['descendant_count']} messages)")
+        click.echo(s["text"].rstrip())
+    for m in r["messages"]:
+        from .messages import message_from_native
+
+        msg = message_from_native(m)
+        click.echo(f"== {m['id']} · {m['role']} · {m.get('timestamp', '')}")
+        click.echo(msg.searchable_text())
+    if r["truncated"]:
+        click.echo(f"(truncated at {r['tokens']} tokens; {r.get('omitted_messages', 0)} messages left out; "
+                   f"expand these next: {', '.join(r['omitted'][:10])})", err=True)
+
+
+@cli.command()
+@click.argument("question")
+@click.option("-c", "--conversation", help="Only this conversation.")
+@click.option("--max-tokens", type=click.IntRange(min=1), help="Token cap of the evidence (default 4000).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer, citations and excerpts as JSON.")
+@pass_ctx
+@handle_errors
+def ask(obj: Context, question: str, conversation: str | None, max_tokens: int | None, as_json: bool) -> None:
+    """Answer QUESTION from expanded history (LLM with citations, or ranked excerpts offline)."""
+    r = obj.vault().ask(question, conversation=conversation, max_tokens=max_tokens)
+    if as_json:
+        _echo_json(r)
+        return
+    click.echo(r["answer"])
+    if r["citations"]:
+        click.echo(f"\n(sources: {', '.join(r['citations'])}; mode: {r['mode']})")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@pass_ctx
+@handle_errors
+def reindex(obj: Context, as_json: bool) -> None:
+    """Rebuild the derived catalog and full-text index from the Markdown files."""
+    vault = obj.vault()
+    if as_json:
+        _echo_json(vault.reindex())
+        return
+    total = vault.catalog.execute("SELECT COUNT(*) FROM messages")[0][0] + vault.catalog.execute("SELECT COUNT(*) FROM summaries")[0][0]
+    with click.progressbar(length=max(total, 1), label="Indexing", file=sys.stderr) as bar:
+        result = vault.reindex(progress=bar.update)
+    click.echo(f"Reindexed {result['documents']} documents ({result['messages']} messages, "
+               f"{result['summaries']} summaries in {result['conversations']} conversations)")
+
+
+@cli.command()
 @click.argument("path", required=False, type=click.Path(file_okay=False))
 @pass_ctx
 @handle_errors

@@ -20,6 +20,7 @@ from .assembly import SYSTEM_ADDITION, AssembledContext, assemble_units, build_u
 from .catalog import Catalog
 from .compaction import CompactionReport, Compactor
 from .dag import Dag
+from .indexing import IndexKeeper, parse_when
 from .errors import InputFormatError, NotFoundError, UsageError
 from .fsutil import atomic_write
 from .layout import VaultLayout, init_vault
@@ -62,6 +63,7 @@ class Vault:
             clock=clock,
         )
         self.dag = Dag(self.layout, self.catalog)
+        self.indexer = IndexKeeper(self)
         self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
         self._lock = threading.RLock()
         self._closed = False
@@ -83,6 +85,7 @@ class Vault:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self.indexer.close()
             self.catalog.close()
 
     def __enter__(self) -> "Vault":
@@ -147,7 +150,19 @@ class Vault:
         atomic_write(self.layout.home_note(conv), render_home(self, conv).encode("utf-8"))
 
     def _after_append(self, conv: str, stored: list[StoredMessage]) -> None:
-        """Hook for derived state that follows appends (index, compaction scheduling)."""
+        """Derived state that follows appends: the index, when this process keeps one open."""
+        if self.indexer.is_open and stored:
+            rows = self.catalog.rows_by_ids([sm.id for sm in stored])
+            self.indexer.on_messages([(rows[sm.id], sm.message) for sm in stored if sm.id in rows])
+
+    def _after_compaction(self, conv: str, report: CompactionReport) -> None:
+        if report.created or report.refreshed:
+            self._on_new_day(conv)
+            if self.indexer.is_open:
+                for sid in report.created + report.refreshed:
+                    row = self.dag.get(sid)
+                    if row is not None:
+                        self.indexer.on_summary(row)
 
     # -- reading -----------------------------------------------------------------
 
@@ -221,8 +236,7 @@ class Vault:
         for conv in convs:
             with self._lock:
                 report = self.compactor.compact(conv, force=force, target_tokens=target_tokens)
-                if report.created or report.refreshed:
-                    self._on_new_day(conv)
+                self._after_compaction(conv, report)
             reports.append(report)
         return reports
 
@@ -245,8 +259,7 @@ class Vault:
                 # Aim below the budget: rendered summaries cost a little more than their bodies.
                 target = max(1, int(budget * (0.9 ** attempts)) - len(SYSTEM_ADDITION) // 3)
                 report = self.compactor.compact(conv, target_tokens=target, hard=True)
-                if report.created or report.refreshed:
-                    self._on_new_day(conv)
+                self._after_compaction(conv, report)
                 ctx = self._assemble_once(conv, budget, format)
                 if not (report.created or report.refreshed):
                     break
@@ -267,3 +280,60 @@ class Vault:
         for conv, count, tokens, days, first, last in self.catalog.stats():
             convs.append({"conversation": conv, "messages": count, "tokens": tokens, "days": days, "first_at": first, "last_at": last})
         return {"vault": str(self.root), "conversations": convs}
+
+    # -- recall ------------------------------------------------------------------
+
+    def grep(
+        self,
+        pattern: str,
+        *,
+        conversation: str | None = None,
+        regex: bool = False,
+        scope: str = "both",
+        since: str | float | None = None,
+        before: str | float | None = None,
+        limit: int = 20,
+    ) -> dict[str, Any]:
+        """Search history: full text through the index, or ``regex`` by a bounded scan."""
+        from .recall import grep
+
+        now = self.clock()
+        t_since = parse_when(since, now) if isinstance(since, str) else since
+        t_before = parse_when(before, now) if isinstance(before, str) else before
+        hits, partial = grep(
+            self, pattern, conversation=conversation, regex_mode=regex, scope=scope,
+            since=t_since, before=t_before, limit=limit,
+        )
+        out: dict[str, Any] = {"hits": [h.to_dict() for h in hits]}
+        if partial:
+            out["partial"] = True
+        return out
+
+    def describe(self, item_id: str) -> dict[str, Any]:
+        """Metadata, content, sources and expansion cost of any id (message, summary or file)."""
+        from .recall import describe
+
+        return describe(self, item_id)
+
+    def expand(self, item_id: str, *, max_tokens: int | None = None, depth: int | None = None) -> dict[str, Any]:
+        """A summary down to its verbatim sources, within ``max_tokens`` and ``depth``."""
+        from .recall import expand
+
+        return expand(self, item_id, max_tokens=max_tokens, depth=depth)
+
+    def ask(self, question: str, *, conversation: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
+        """Answer a question from expanded history (LLM when configured, ranked excerpts offline)."""
+        from .recall import ask
+
+        return ask(self, question, conversation=conversation, max_tokens=max_tokens)
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Rebuild the catalog and the full-text index from the Markdown files."""
+        self.catalog.reset()
+        self._fully_synced.clear()
+        for conv in self.conversations():
+            self.sync(conv)
+        count = self.indexer.rebuild(progress=progress)
+        return {"documents": count, "conversations": len(self.conversations()),
+                "messages": self.catalog.execute("SELECT COUNT(*) FROM messages")[0][0],
+                "summaries": self.catalog.execute("SELECT COUNT(*) FROM summaries")[0][0]}

@@ -1,0 +1,179 @@
+"""Keeping the full-text index in step with the vault.
+
+The index (``.vaultlcm/index``) is derived: messages are durable in their logs
+first and the index catches up. A long-lived process (an :class:`~vaultlcm.Engine`,
+``watch``, the MCP server) adds documents as they are written; the write is
+buffered and committed in the background, off the ingest path. Any process that
+opens the index for the first time compares it with the catalog by content hash
+and indexes what is missing or changed, so a CLI ``ingest`` followed by ``grep``
+finds everything. An index that cannot be opened is rebuilt, not fatal.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from .index.base import IndexDoc, IndexUnavailable, SearchIndex, open_index
+from .messages import Message, parse_timestamp
+
+if TYPE_CHECKING:
+    from .catalog import MessageRow
+    from .dag import SummaryRow
+    from .vault import Vault
+
+
+def _ts(text: str) -> float:
+    return parse_timestamp(text).timestamp()
+
+
+def message_doc(row: "MessageRow", msg: Message) -> IndexDoc:
+    return IndexDoc(
+        id=row.id, kind="message", conversation=row.conv, text=msg.searchable_text(), at=_ts(row.at),
+        role=row.role, depth=-1, content_hash=row.hash,
+    )
+
+
+def summary_doc(row: "SummaryRow") -> IndexDoc:
+    return IndexDoc(
+        id=row.id, kind="summary", conversation=row.conv, text=row.body, at=_ts(row.latest_at),
+        role="", depth=row.depth, content_hash=row.body_hash,
+    )
+
+
+class IndexKeeper:
+    """Owns the vault's index: opening, catching up, incremental adds and rebuilds."""
+
+    def __init__(self, vault: "Vault") -> None:
+        self.vault = vault
+        self._index: SearchIndex | None = None
+        self._caught_up = False
+
+    @property
+    def is_open(self) -> bool:
+        return self._index is not None
+
+    def open(self) -> SearchIndex:
+        if self._index is None:
+            path = self.vault.layout.index_dir
+            backend = self.vault.settings.index_backend
+            try:
+                self._index = open_index(backend, path)
+            except IndexUnavailable:
+                # Derived state: a damaged index is simply rebuilt from the files.
+                shutil.rmtree(path, ignore_errors=True)
+                self._index = open_index(backend, path, reset=True)
+                self._caught_up = False
+        return self._index
+
+    def ready(self) -> SearchIndex:
+        """The index, caught up with every file of the vault."""
+        index = self.open()
+        if not self._caught_up:
+            self.catch_up()
+        return index
+
+    def all_docs(self, progress: Callable[[int], None] | None = None) -> Iterator[IndexDoc]:
+        v = self.vault
+        for conv in v.conversations():
+            v.sync(conv)
+            for row, msg in v.log.read_conversation(conv):
+                yield message_doc(row, msg)
+                if progress:
+                    progress(1)
+            for s in v.dag.all(conv):
+                if s.parent != "!invalid":
+                    yield summary_doc(s)
+                    if progress:
+                        progress(1)
+
+    def catch_up(self) -> dict[str, int]:
+        """Index what the catalog has and the index lacks (by content hash); drop what is gone."""
+        index = self.open()
+        v = self.vault
+        stored = index.stored_hashes()
+        wanted: dict[str, str] = {}
+        for conv in v.conversations():
+            v.sync(conv)
+        for mid, h in v.catalog.execute("SELECT id, hash FROM messages"):
+            wanted[mid] = h
+        for sid, h, parent in v.catalog.execute("SELECT id, body_hash, parent FROM summaries"):
+            if parent != "!invalid":
+                wanted[sid] = h
+        missing = [i for i, h in wanted.items() if stored.get(i) != h]
+        gone = [i for i in stored if i not in wanted]
+        if gone:
+            index.remove(gone)
+        added = 0
+        if missing:
+            msg_ids = [i for i in missing if not i.startswith("sum_")]
+            rows = v.catalog.rows_by_ids(msg_ids)
+            ordered = sorted(rows.values(), key=lambda r: (r.conv, r.path, r.start))
+            for i in range(0, len(ordered), 2000):
+                batch = ordered[i : i + 2000]
+                index.add(message_doc(r, m) for r, m in v.log.read_rows(batch))
+                added += len(batch)
+            for sid in (i for i in missing if i.startswith("sum_")):
+                row = v.dag.get(sid)
+                if row is not None:
+                    index.add([summary_doc(row)])
+                    added += 1
+        self._caught_up = True
+        return {"added": added, "removed": len(gone)}
+
+    def drift(self) -> dict[str, list[str]]:
+        """What differs between the index and the files, without changing anything."""
+        index = self.open()
+        stored = index.stored_hashes()
+        wanted = {mid: h for mid, h in self.vault.catalog.execute("SELECT id, hash FROM messages")}
+        wanted.update({sid: h for sid, h, p in self.vault.catalog.execute("SELECT id, body_hash, parent FROM summaries") if p != "!invalid"})
+        return {
+            "missing": sorted(i for i, h in wanted.items() if stored.get(i) != h),
+            "extra": sorted(i for i in stored if i not in wanted),
+        }
+
+    def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
+        """Drop the index and build it again from the Markdown files."""
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+        shutil.rmtree(self.vault.layout.index_dir, ignore_errors=True)
+        index = open_index(self.vault.settings.index_backend, self.vault.layout.index_dir, reset=True)
+        self._index = index
+        count = index.rebuild(self.all_docs(), progress=progress)
+        self._caught_up = True
+        return count
+
+    def on_messages(self, pairs: list[tuple["MessageRow", Message]]) -> None:
+        if self._index is not None:
+            self._index.add(message_doc(r, m) for r, m in pairs)
+
+    def on_summary(self, row: "SummaryRow") -> None:
+        if self._index is not None:
+            self._index.add([summary_doc(row)])
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+
+def parse_when(text: str, now: datetime) -> float:
+    """``--since``/``--before`` values: ISO-8601 dates or times, or ``30m``, ``12h``, ``7d``, ``2w`` ago."""
+    import re
+
+    from .errors import UsageError
+
+    m = re.fullmatch(r"\s*(\d+)\s*([smhdw])\s*", text)
+    if m:
+        seconds = int(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}[m.group(2)]
+        return now.timestamp() - seconds
+    try:
+        return parse_timestamp(text).timestamp()
+    except Exception:
+        raise UsageError(
+            f"cannot read the time {text!r}: use an ISO-8601 date or time (2026-11-29, 2026-11-29T10:00Z) "
+            "or an age such as 30m, 12h, 7d, 2w"
+        ) from None
