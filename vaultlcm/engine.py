@@ -100,10 +100,12 @@ class Engine:
     # -- lifecycle -----------------------------------------------------------------
 
     def bootstrap(self) -> dict[str, Any]:
-        """Load (or create) the conversation's state; returns what is known about it."""
+        """Load (or create) the conversation's state and open the index; returns what is known."""
         with self._lock:
             if self.vault.layout.conversation_dir(self.conversation).is_dir():
                 self.vault.sync(self.conversation)
+            # A long-lived engine keeps the index open so new messages are searchable at once.
+            self.vault.indexer.open()
             return self.info()
 
     def info(self) -> dict[str, Any]:
@@ -187,6 +189,20 @@ class Engine:
     def assemble(self, token_budget: int | None = None, *, format: str = "anthropic") -> AssembledContext:
         """The context for the next model call, never above the budget."""
         return self.vault.assemble(self.conversation, self.effective_budget(token_budget), format=format)
+
+    # -- memory tools ----------------------------------------------------------------
+
+    def tool_definitions(self, format: str = "anthropic") -> list[dict[str, Any]]:
+        """Schemas of lcm_grep, lcm_describe, lcm_expand and lcm_expand_query for the model."""
+        from .tools import tool_definitions
+
+        return tool_definitions(format)
+
+    def call_tool(self, name: str, arguments: Mapping[str, Any]) -> str:
+        """Run a memory tool the model called; returns text sized for its context."""
+        from .tools import call_tool
+
+        return call_tool(self.vault, self.conversation, name, dict(arguments))
 
     # -- subagents -------------------------------------------------------------------
 

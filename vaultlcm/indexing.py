@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from .errors import IndexError_
 from .index.base import IndexDoc, IndexUnavailable, SearchIndex, open_index
 from .messages import Message, parse_timestamp
 
@@ -148,11 +149,19 @@ class IndexKeeper:
 
     def on_messages(self, pairs: list[tuple["MessageRow", Message]]) -> None:
         if self._index is not None:
-            self._index.add(message_doc(r, m) for r, m in pairs)
+            try:
+                self._index.add(message_doc(r, m) for r, m in pairs)
+            except IndexError_:
+                # Another process holds the index; the message is durable in its log and
+                # the next catch-up (by content hash) indexes it.
+                self._caught_up = False
 
     def on_summary(self, row: "SummaryRow") -> None:
         if self._index is not None:
-            self._index.add([summary_doc(row)])
+            try:
+                self._index.add([summary_doc(row)])
+            except IndexError_:
+                self._caught_up = False
 
     def close(self) -> None:
         if self._index is not None:
