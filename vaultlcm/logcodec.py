@@ -323,8 +323,13 @@ def decode_entry(entry: ParsedEntry, store: PayloadStore) -> Message:
     """Rebuild the exact :class:`Message` an entry was written from."""
     meta = entry.meta
     skel = copy.deepcopy(meta["skel"])
-    lines = entry.raw.decode("utf-8").split("\n")
-    body = [_strip_quote(line, "body") for line in lines[2 : 2 + entry.meta["_nbody"]]]
+    lines = entry.raw.decode("utf-8", errors="replace").split("\n")
+    try:
+        body = [_strip_quote(line, "body") for line in lines[2 : 2 + entry.meta["_nbody"]]]
+    except ValueError:
+        raise CorruptVaultError(f"message {meta['id']} was edited by hand: a line lost its '>'; restore the log from git") from None
+    if meta.get("_edited"):
+        return _decode_edited(entry, skel, body, store)
     pos = 0
     for n, part in enumerate(meta["parts"]):
         path, kind, nhead, nbody = part[0], part[1], part[2], part[3]
@@ -348,6 +353,24 @@ def decode_entry(entry: ParsedEntry, store: PayloadStore) -> Message:
         content=skel.get("content", []),
         extra=skel.get("extra", {}),
         hints=skel.get("hints", {}),
+    )
+
+
+def _decode_edited(entry: ParsedEntry, skel: dict[str, Any], body: list[str], store: PayloadStore) -> Message:
+    """A hand-edited entry: readable when it holds one text part (the usual case), else an error."""
+    meta = entry.meta
+    parts = [p for p in meta["parts"] if p[1] != "hdr"]
+    if len(meta["parts"]) == 1 and parts and parts[0][1] in ("md", "crlf"):
+        path, kind, nhead = parts[0][0], parts[0][1], int(parts[0][2])
+        value = _decode_part(kind, body[nhead:], {}, store)
+        target = skel
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        return Message(id=meta["id"], role=meta["role"], timestamp=meta.get("ts"), content=skel.get("content", []),
+                       extra=skel.get("extra", {}), hints=skel.get("hints", {}))
+    raise CorruptVaultError(
+        f"message {meta['id']} was edited by hand and its parts can no longer be told apart; restore the log from git"
     )
 
 
@@ -388,6 +411,7 @@ def iter_entries(data: bytes, *, path: str, base_offset: int = 0, base_line: int
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise CorruptVaultError(f"message metadata is not valid ({exc})", path=path, line=line_no) from None
         meta["_nbody"] = nbody
+        marker = b"\n^" + str(meta.get("id")).encode() + b"\n"
         # metadata, title, body lines, blank, ^id
         need = 2 + nbody + 2
         cursor = pos
@@ -398,18 +422,26 @@ def iter_entries(data: bytes, *, path: str, base_offset: int = 0, base_line: int
                 complete = False
                 break
             cursor = nl + 1
-        if not complete:
-            yield base_offset + start
-            return
+        if not complete or data[cursor - len(marker) : cursor] != marker or data[cursor - len(marker) - 1 : cursor - len(marker)] != b"\n":
+            # Not where the line counts say: a person edited the entry, or a crash tore it.
+            found = data.find(marker, pos)
+            later_entry = data.find(b"\n" + META_PREFIX, pos + 1)
+            if found < 0 or (0 <= later_entry < found):
+                if later_entry < 0:
+                    yield base_offset + start  # torn at the end of the file: never acknowledged
+                    return
+                raise CorruptVaultError(
+                    f"message {meta.get('id')!r} has lost its block id line ^{meta.get('id')}; restore the log from git",
+                    path=path, line=start_line,
+                )
+            cursor = found + len(marker)
+            body_lines = data[pos:found].count(b"\n") - 2  # minus the metadata and title lines, and the blank line
+            meta["_nbody"] = max(0, body_lines)
+            meta["_edited"] = True
         raw = data[start:cursor]
         # the blank line after the block id belongs to the entry when present
         if data.startswith(b"\n", cursor):
             cursor += 1
-        tail = raw.rstrip(b"\n").rsplit(b"\n", 2)
-        if len(tail) < 3 or tail[-1] != b"^" + str(meta.get("id")).encode() or tail[-2] != b"":
-            raise CorruptVaultError(
-                f"message {meta.get('id')!r} does not end with its block id line", path=path, line=start_line
-            )
         yield ParsedEntry(meta=meta, start=base_offset + start, end=base_offset + cursor, line=start_line, raw=raw)
         line_no += raw.count(b"\n") + (1 if cursor > start + len(raw) else 0)
         pos = cursor
