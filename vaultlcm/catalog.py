@@ -138,14 +138,14 @@ class Catalog:
 
     # -- logs --------------------------------------------------------------------
 
-    def sync_logs(self, conv: str, logs_dir: Path) -> int:
-        """Bring the catalog up to date with ``logs_dir``; returns how many entries were read."""
+    def sync_logs(self, conv: str, logs_dir: Path) -> list[str]:
+        """Bring the catalog up to date with ``logs_dir``; returns the ids of new or changed messages."""
         on_disk: dict[str, Path] = {}
         if logs_dir.is_dir():
             for p in logs_dir.iterdir():
                 if p.suffix == ".md" and p.is_file():
                     on_disk[p.relative_to(self.root).as_posix()] = p
-        read = 0
+        read: list[str] = []
         with self._lock:
             known = {
                 row[0]: row
@@ -165,7 +165,7 @@ class Catalog:
                 read += self._sync_file(conv, rel, path, row)
         return read
 
-    def _sync_file(self, conv: str, rel: str, path: Path, row: tuple | None) -> int:
+    def _sync_file(self, conv: str, rel: str, path: Path, row: tuple | None) -> list[str]:
         data = path.read_bytes()
         st = path.stat()
         start = 0
@@ -182,10 +182,22 @@ class Catalog:
             else:
                 entries.append(item)
         parsed = torn_at if torn_at is not None else len(data)
+        old: dict[str, str] = {}
         with self.transaction() as db:
             if start == 0:
+                old = dict(db.execute("SELECT id, hash FROM messages WHERE path=?", (rel,)).fetchall())
                 db.execute("DELETE FROM messages WHERE path=?", (rel,))
                 db.execute("DELETE FROM duplicates WHERE path=?", (rel,))
+            changed: list[str] = []
+            for e in entries:
+                h = entry_hash(e.raw)
+                if old.get(e.id) != h:
+                    changed.append(e.id)
+                if e.id in old and old[e.id] != h:
+                    # Logs are append-only: a changed entry means a person edited the raw log.
+                    detail = f"{rel}:{e.line}: message {e.id} was edited in the raw log (logs are append-only)"
+                    if not db.execute("SELECT 1 FROM problems WHERE detail=?", (detail,)).fetchone():
+                        db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)", (rel, conv, "log_edit", detail))
             for e in entries:
                 m = e.meta
                 values = (m["id"], conv, int(m["seq"]), m["at"], m["role"], int(m.get("tok", 0)), rel, e.start, e.end, entry_hash(e.raw))
@@ -206,7 +218,7 @@ class Catalog:
                 "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,?)",
                 (rel, conv, st.st_size, st.st_mtime_ns, parsed, _head_hash(data[max(0, parsed - HEAD_BYTES) : parsed]), int(torn_at is not None)),
             )
-        return len(entries)
+        return changed
 
     def record_append(self, conv: str, rel: str, path: Path, entries: Iterable[ParsedEntry]) -> None:
         """Record entries this process just appended (skips re-reading its own write)."""

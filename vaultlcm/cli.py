@@ -334,6 +334,76 @@ def reindex(obj: Context, as_json: bool) -> None:
 
 
 @cli.command()
+@click.option("--fix", "do_fix", is_flag=True, help="Repair what is safe, then report what is left.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_ctx
+@handle_errors
+def doctor(obj: Context, do_fix: bool, as_json: bool) -> None:
+    """Check the vault; exit 0 when clean, 1 when problems remain."""
+    r = obj.vault().doctor(fix=do_fix)
+    if as_json:
+        _echo_json(r)
+    else:
+        for line in r["fixed"]:
+            click.echo(f"fixed: {line}")
+        for p in r["problems"]:
+            click.echo(f"problem [{p['kind']}]: {p['detail']}")
+        for n in r["notes"]:
+            click.echo(f"note [{n['kind']}]: {n['detail']}")
+        click.echo("Vault is clean." if r["clean"] else f"{len(r['problems'])} problem(s) remain"
+                   + ("" if do_fix else "; `vaultlcm doctor --fix` repairs the ones marked fixable") + ".")
+    if not r["clean"]:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("-c", "--conversation", help="Only this conversation.")
+@click.option("--stale", is_flag=True, help="Every stale summary (its sources changed).")
+@click.option("--fallback", is_flag=True, help="Every summary made by truncation or a fallback summarizer.")
+@click.option("--force", is_flag=True, help="Also replace summaries a person edited.")
+@click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@pass_ctx
+@handle_errors
+def resummarize(obj: Context, ids: tuple[str, ...], conversation: str | None, stale: bool, fallback: bool,
+                force: bool, as_json: bool) -> None:
+    """Regenerate summaries with the current summarizer (never a person's edit without --force)."""
+    reports = obj.vault().resummarize(list(ids), conversation=conversation, stale=stale, fallback=fallback, force=force)
+    if as_json:
+        _echo_json({"reports": [r.to_dict() for r in reports]})
+        return
+    total = sum(len(r.refreshed) for r in reports)
+    click.echo(f"Regenerated {total} summar{'y' if total == 1 else 'ies'}.")
+
+
+@cli.command()
+@pass_ctx
+@handle_errors
+def watch(obj: Context) -> None:
+    """Re-sync the index and the DAG as notes are edited, until interrupted (Ctrl-C)."""
+    import time
+
+    def report(result: dict[str, Any]) -> None:
+        changed = len(result["messages_changed"]) + len(result["summaries_changed"]) + len(result["summaries_removed"])
+        if changed or result["problems"]:
+            click.echo(f"{result['conversation']}: {len(result['summaries_changed'])} summaries and "
+                       f"{len(result['messages_changed'])} messages re-synced, {len(result['summaries_removed'])} removed")
+            for p in result["problems"]:
+                click.echo(f"  problem: {p}", err=True)
+
+    vault = obj.vault()
+    watcher = vault.watch(on_sync=report)
+    click.echo(f"Watching {vault.root} (Ctrl-C to stop)")
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        watcher.stop()
+
+
+@cli.command()
 @click.argument("path", required=False, type=click.Path(file_okay=False))
 @pass_ctx
 @handle_errors

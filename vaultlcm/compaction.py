@@ -340,7 +340,9 @@ class Compactor:
         report.fallbacks.append(node_id)
         return result, f"extractive (fallback: {self.summarizer.name} failed: {failure[:120]})"
 
-    def _write_leaf(self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False) -> SummaryRow:
+    def _write_leaf(
+        self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False
+    ) -> SummaryRow:
         pairs = self.log.read_rows(chunk)
         items = tuple(
             SourceItem(id=row.id, kind="message", text=message_for_summary(msg), role=row.role, at=row.at)
@@ -370,15 +372,21 @@ class Compactor:
             tags=["lcm/summary", "lcm/leaf", "lcm/depth-0"],
             sources=[message_link(r.path, r.id) for r in chunk],
         )
-        row = self.dag.write_summary(conv, fm, body)
+        row = self.dag.write_summary(conv, fm, body, force=force)
         (report.refreshed if refresh else report.created).append(node_id)
         return row
 
-    def _write_condensed(self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False) -> SummaryRow:
+    def _write_condensed(
+        self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False
+    ) -> SummaryRow:
         depth = max(r.depth for r in run) + 1
         ids = [r.id for r in run]
         node_id = make_summary_id(conv, depth, ids)
-        items = tuple(SourceItem(id=r.id, kind="summary", text=r.body, at=r.earliest_at, depth=r.depth) for r in run)
+        items = tuple(
+            SourceItem(id=r.id, kind="summary", text=r.body, at=r.earliest_at, depth=r.depth,
+                       edited=r.human_owned or (refresh and self._has_human_below(r)))
+            for r in run
+        )
         request = SummaryRequest(conversation=conv, depth=depth, items=items, target_tokens=self.settings.condensed_target_tokens)
         result, fallback = self._summarize(request, hard, report, node_id)
         body = note_body(result.text)
@@ -401,9 +409,20 @@ class Compactor:
             tags=["lcm/summary", "lcm/condensed", f"lcm/depth-{depth}"],
             sources=[summary_link(i) for i in ids],
         )
-        row = self.dag.write_summary(conv, fm, body)
+        row = self.dag.write_summary(conv, fm, body, force=force)
         (report.refreshed if refresh else report.created).append(node_id)
         return row
+
+    def _has_human_below(self, row: SummaryRow) -> bool:
+        """Whether a person corrected this node or one below it (worth a walk only when refreshing)."""
+        stack = [row]
+        while stack:
+            node = stack.pop()
+            if node.human_owned:
+                return True
+            if node.kind == "condensed":
+                stack.extend(self.dag.children(node.id))
+        return False
 
     def _refresh_stale(self, conv: str, report: CompactionReport, hard: bool) -> None:
         """Regenerate stale nodes nobody owns, lowest depth first, so corrections rise to the top."""
@@ -426,3 +445,27 @@ class Compactor:
             except ValidationProblem:
                 pass  # a person edited it a moment ago: it is theirs now (the catalog was updated)
             self.dag.recompute(conv)
+
+    def resummarize(self, conv: str, ids: list[str], *, force: bool = False) -> CompactionReport:
+        """Regenerate the given summaries with the current summarizer, lowest depth first.
+
+        Human-owned notes are refused unless ``force``; nodes above a regenerated one
+        become stale and are refreshed by the next compaction (or by ``--stale``).
+        """
+        from .errors import UsageError
+
+        report = CompactionReport(conv)
+        rows = [r for r in (self.dag.get(i) for i in ids) if r is not None]
+        for row in sorted(rows, key=lambda r: r.depth):
+            if row.human_owned and not force:
+                raise UsageError(
+                    f"{row.path}: summary {row.id} was edited by a person; pass --force to replace the correction"
+                )
+            fresh = self.dag.get(row.id) or row
+            if fresh.kind == "leaf":
+                found = self.log.catalog.rows_by_ids(fresh.sources)
+                self._write_leaf(conv, [found[i] for i in fresh.sources if i in found], report, False, refresh=True, force=force)
+            else:
+                self._write_condensed(conv, self.dag.children(fresh.id), report, False, refresh=True, force=force)
+            self.dag.recompute(conv)
+        return report

@@ -196,11 +196,14 @@ class Dag:
 
     # -- writing -----------------------------------------------------------------
 
-    def write_summary(self, conv: str, fm: SummaryFrontmatter, body: str) -> SummaryRow:
-        """Write a new note atomically and fold it into the derived state."""
+    def write_summary(self, conv: str, fm: SummaryFrontmatter, body: str, *, force: bool = False) -> SummaryRow:
+        """Write a new note atomically and fold it into the derived state.
+
+        Refuses to overwrite a note a person edited unless ``force``.
+        """
         path = self.layout.summary_path(conv, fm.id)
         existing = self.get(fm.id)
-        if existing is not None and existing.human_owned:
+        if existing is not None and existing.human_owned and not force:
             raise ValidationProblem(f"{existing.path}: summary {fm.id} is human-owned; refusing to overwrite it")
         on_disk = self.layout.root / existing.path if existing is not None else path
         if on_disk.exists():
@@ -210,7 +213,7 @@ class Dag:
                 old_fm, old_body = parse_note(on_disk.read_text(encoding="utf-8"), on_disk)
             except ValidationProblem:
                 old_fm, old_body = None, ""
-            if old_fm is None or body_hash(old_body) != old_fm.body_sha256:
+            if not force and (old_fm is None or body_hash(old_body) != old_fm.body_sha256):
                 self._read_note(conv, self.layout.relative(on_disk), on_disk, on_disk.stat().st_size, on_disk.stat().st_mtime_ns)
                 raise ValidationProblem(f"{self.layout.relative(on_disk)}: summary {fm.id} was edited by a person; refusing to overwrite it")
             if on_disk != path:

@@ -163,6 +163,13 @@ class IndexKeeper:
             except IndexError_:
                 self._caught_up = False
 
+    def on_removed(self, ids: list[str]) -> None:
+        if self._index is not None and ids:
+            try:
+                self._index.remove(ids)
+            except IndexError_:
+                self._caught_up = False
+
     def close(self) -> None:
         if self._index is not None:
             self._index.close()

@@ -85,8 +85,9 @@ class MessageLog:
         self.layout.locks_dir.mkdir(parents=True, exist_ok=True)
         return FileLock(str(self.layout.lock_path(conv)), timeout=self.lock_timeout)
 
-    def sync(self, conv: str) -> None:
-        self.catalog.sync_logs(conv, self.layout.logs_dir(conv))
+    def sync(self, conv: str) -> list[str]:
+        """Catch the catalog up with the logs of ``conv``; returns ids of new or changed messages."""
+        return self.catalog.sync_logs(conv, self.layout.logs_dir(conv))
 
     def append(self, conv: str, messages: Sequence[Message], on_new_day: Callable[[str], None] | None = None) -> list[StoredMessage]:
         """Store ``messages`` (already validated) at the end of ``conv``; all or nothing."""

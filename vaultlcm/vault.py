@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import formats
 from .assembly import SYSTEM_ADDITION, AssembledContext, assemble_units, build_units
@@ -29,6 +29,9 @@ from .messages import Message, message_from_native
 from .msglog import MessageLog
 from .names import validate_conversation_name
 from .settings import Settings, default_toml, load_settings
+
+if TYPE_CHECKING:
+    from .sync import VaultWatcher
 from .summarizers.base import Summarizer
 
 EXPORT_FORMATS = ("native", "openai", "anthropic")
@@ -221,11 +224,48 @@ class Vault:
         """Bring the derived state of a conversation up to date with its files."""
         conv = self.require_conversation(conversation)
         with self._lock:
-            self.log.sync(conv)
+            changed = self.log.sync(conv)
+            if changed and self.catalog.execute(
+                f"SELECT 1 FROM messages WHERE covered IS NOT NULL AND id IN ({','.join('?' * min(len(changed), 900))}) LIMIT 1",
+                tuple(changed[:900]),
+            ):
+                self.dag.recompute(conv)  # an edited raw message makes the leaf above it stale
             # The first sync in a process checks every note (a person may have edited one
             # since); later ones trust an unchanged folder, and `watch` reports edits.
             self.dag.sync(conv, full=conv not in self._fully_synced)
             self._fully_synced.add(conv)
+
+    def refresh(self, conversation: str) -> dict[str, Any]:
+        """Re-read everything of a conversation that changed on disk (what `watch` calls after a save).
+
+        Returns the ids whose derived state changed; the index and the home note follow.
+        """
+        conv = self.require_conversation(conversation)
+        with self._lock:
+            before = {r.id: r.body_hash for r in self.dag.all(conv)}
+            changed_msgs = self.log.sync(conv)
+            report = self.dag.sync(conv, full=True)
+            if changed_msgs:
+                self.dag.recompute(conv)
+            self._fully_synced.add(conv)
+            after = {r.id: r for r in self.dag.all(conv)}
+            changed_sums = [i for i, r in after.items() if before.get(i) != r.body_hash]
+            removed = [i for i in before if i not in after]
+            if self.indexer.is_open:
+                rows = self.catalog.rows_by_ids(changed_msgs)
+                self.indexer.on_messages(self.log.read_rows(list(rows.values())))
+                for sid in changed_sums:
+                    self.indexer.on_summary(after[sid])
+                self.indexer.on_removed(removed)
+            if changed_sums or removed:
+                self._on_new_day(conv)
+            return {
+                "conversation": conv,
+                "messages_changed": changed_msgs,
+                "summaries_changed": changed_sums,
+                "summaries_removed": removed,
+                "problems": [p.detail for p in report.problems],
+            }
 
     # -- LCM ---------------------------------------------------------------------
 
@@ -337,3 +377,57 @@ class Vault:
         return {"documents": count, "conversations": len(self.conversations()),
                 "messages": self.catalog.execute("SELECT COUNT(*) FROM messages")[0][0],
                 "summaries": self.catalog.execute("SELECT COUNT(*) FROM summaries")[0][0]}
+
+    # -- people in the loop --------------------------------------------------------
+
+    def doctor(self, *, fix: bool = False) -> dict[str, Any]:
+        """Check the vault for damage; with ``fix``, repair what is safe and report what is left."""
+        from .doctor import examine
+        from .doctor import fix as run_fix
+
+        with self._lock:
+            fixed: list[str] = []
+            if fix:
+                fixed = run_fix(self)
+            report = examine(self)
+            report.fixed = fixed
+            return report.to_dict()
+
+    def resummarize(
+        self, ids: Sequence[str] = (), *, conversation: str | None = None, stale: bool = False,
+        fallback: bool = False, force: bool = False,
+    ) -> list[CompactionReport]:
+        """Regenerate summaries with the current summarizer: given ids, every stale one, or every fallback."""
+        if not ids and not stale and not fallback:
+            raise UsageError("name summary ids, or pass --stale or --fallback")
+        convs = [self.require_conversation(conversation)] if conversation else self.conversations()
+        reports = []
+        with self._lock:
+            for conv in convs:
+                self.sync(conv)
+                rows = self.dag.all(conv)
+                wanted = [r.id for r in rows if r.id in set(ids)
+                          or (stale and r.stale and r.parent != "!invalid")
+                          or (fallback and (r.level == "truncated" or "fallback" in r.summarizer))]
+                if not stale and not fallback:
+                    pass
+                elif not force:
+                    wanted = [i for i in wanted if not (self.dag.get(i) and self.dag.get(i).human_owned)]  # type: ignore[union-attr]
+                if wanted:
+                    report = self.compactor.resummarize(conv, wanted, force=force)
+                    if stale:
+                        more = self.compactor.compact(conv, target_tokens=10**12)
+                        report.refreshed += more.refreshed
+                    self._after_compaction(conv, report)
+                    reports.append(report)
+            missing = [i for i in ids if self.dag.get(i) is None]
+            if missing:
+                raise NotFoundError(f"no summary with id {missing[0]!r}")
+        return reports
+
+    def watch(self, **kwargs: Any) -> "VaultWatcher":
+        """A started watcher that re-syncs the vault as files change (call ``stop()`` when done)."""
+        from .sync import VaultWatcher
+
+        self.indexer.ready()
+        return VaultWatcher(self, **kwargs).start()

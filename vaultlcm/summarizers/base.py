@@ -55,6 +55,8 @@ class SourceItem:
     """ISO timestamp (the earliest covered one, for summaries)."""
     depth: int | None = None
     """Depth of a summary item."""
+    edited: bool = False
+    """A person corrected this summary (or one below it): its facts take precedence."""
 
 
 @dataclass(frozen=True)

@@ -79,7 +79,11 @@ _TASK = re.compile(
     r"|(?i:\bnext(?: step)?s?\b|\bneeds? to\b|\bshould\b|\bhave to\b|\bremaining\b|\bpending\b|\bblocked\b"
     r"|\bfollow[- ]?up\b|\bnot yet\b|\bstill\b|\bopen question\b)"
 )
+_CORRECTION = re.compile(
+    r"\b(?:correction|corrected|correcting|erratum|errata|actually|in fact|instead of|was wrong|is wrong|mistaken(?:ly)?)\b", _I
+)
 _CATEGORIES: tuple[tuple[re.Pattern[str], int, int], ...] = (
+    (_CORRECTION, 8, 0),
     (_DECISION, 6, 0),
     (_ERROR, 4, 0),
     (_TASK, 4, 0),
@@ -90,9 +94,12 @@ _CATEGORIES: tuple[tuple[re.Pattern[str], int, int], ...] = (
     (_NUMBER, 1, 0),
 )
 FIRST_REQUEST_BONUS = 50
+#: Lines of a summary a person corrected (or that sits above one) outrank everything else but
+#: the first request, so the correction survives every level of condensation.
+EDITED_BONUS = 30
 LEAD_BONUS = 1
 
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[`])")
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?…])\s+(?=[A-Za-z0-9\"'(\[`])")
 _BULLET = re.compile(r"^(?:[-*+•]|\d+[.)])\s+(?!\[ \])")
 _ID_PREFIX = re.compile(r"^\[[A-Za-z0-9_-]+\]\s*")
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
@@ -239,6 +246,8 @@ class ExtractiveSummarizer:
                     score += LEAD_BONUS
                 if index == first_user and n == 0:
                     score += FIRST_REQUEST_BONUS  # what the user asked for frames everything else
+                if item.edited:
+                    score += EDITED_BONUS
                 units.append(_Unit(index, pos, text, score, count_tokens(text)))
                 pos += 1
         return units, count_of

@@ -81,6 +81,8 @@ def render_items(items: tuple[SourceItem, ...] | list[SourceItem]) -> str:
             meta.append(f"depth={item.depth}")
         if item.at:
             meta.append(f"at={item.at}")
+        if item.edited:
+            meta.append("corrected by a person: keep its facts, they override the others")
         text = _MARK_RE.sub(lambda m: f"<<{m.group(1).upper()} UNTRUSTED DATA (quoted)>>", item.text)
         blocks.append(f"--- id: {item.id} ({', '.join(meta)})\n{text.strip()}")
     return "\n\n".join(blocks)

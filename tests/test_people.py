@@ -1,0 +1,239 @@
+"""People in the loop: watched edits, hand-corrected summaries, validation, doctor."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from vaultlcm import Settings, Vault
+from vaultlcm.cli import cli
+from test_lcm import SMALL, conversation
+
+
+def build(root: Path, n: int = 24, **overrides: object) -> tuple[Vault, list[str]]:
+    v = Vault.init(root, settings=Settings(**{**SMALL, **overrides}))
+    spec = [("u", 30), ("t", 20), ("a", 40)] * (n // 4) + [("u", 10)] * (n % 4)
+    ids = v.ingest("c", conversation(spec))
+    v.compact("c", force=True)
+    return v, ids
+
+
+def leaf_of(v: Vault, mid: str):  # noqa: ANN201
+    return v.dag.get(v.catalog.get(mid).covered)  # type: ignore[union-attr]
+
+
+def edit_body(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+# -- watching -----------------------------------------------------------------
+
+
+@pytest.fixture
+def watched(tmp_path: Path):  # noqa: ANN201
+    v, ids = build(tmp_path)
+    watcher = v.watch(debounce_ms=50)
+    yield v, ids, watcher
+    watcher.stop()
+    v.close()
+
+
+def _leaf_path(v: Vault, ids: list[str]) -> Path:
+    return v.root / leaf_of(v, ids[0]).path
+
+
+def test_watch_atomic_replace(watched) -> None:  # noqa: ANN001
+    v, ids, w = watched
+    path = _leaf_path(v, ids)
+    tmp = path.with_name(".sum.md.tmp")
+    tmp.write_text(path.read_text().rstrip("\n") + "\nCorrected: the port is 9443 not 8443\n")
+    os.replace(tmp, path)  # only a moved event names the target
+    assert w.wait_idle(10)
+    assert leaf_of(v, ids[0]).human_owned
+    assert any(h["id"] == leaf_of(v, ids[0]).id for h in v.grep("9443")["hits"])
+
+
+def test_watch_in_place_write_and_vim_style(watched) -> None:  # noqa: ANN001
+    v, ids, w = watched
+    path = _leaf_path(v, ids)
+    with path.open("a") as fh:  # in-place write
+        fh.write("In-place note ZEBRA-1\n")
+    assert w.wait_idle(10)
+    assert v.grep("ZEBRA-1")["hits"]
+    backup = path.with_name(path.name + "~")  # vim: rename to backup, write new, delete backup
+    os.rename(path, backup)
+    path.write_text(backup.read_text() + "Vim note ZEBRA-2\n")
+    (path.parent / "4913").write_text("")
+    (path.parent / "4913").unlink()
+    backup.unlink()
+    assert w.wait_idle(10)
+    assert v.grep("ZEBRA-2")["hits"] and not v.dag.problems("c")
+
+
+def test_watch_rename_and_delete(watched) -> None:  # noqa: ANN001
+    v, ids, w = watched
+    leaf = leaf_of(v, ids[0])
+    path = v.root / leaf.path
+    renamed = path.with_name("My favourite summary.md")
+    os.rename(path, renamed)
+    assert w.wait_idle(10)
+    assert v.dag.get(leaf.id).path.endswith("My favourite summary.md")  # identity follows the id
+    assert v.catalog.get(ids[0]).covered == leaf.id
+    renamed.unlink()
+    assert w.wait_idle(10)
+    assert v.dag.get(leaf.id) is None
+    active = {i.id for i in v.dag.active("c")}
+    assert set(leaf.sources) <= active  # its messages are back in the active context
+    v.compact("c", force=True)
+    assert v.catalog.get(ids[0]).covered is not None  # and summarized again
+
+
+def test_watch_burst_of_saves(watched) -> None:  # noqa: ANN001
+    v, ids, w = watched
+    path = _leaf_path(v, ids)
+    base = path.read_text()
+    for i in range(2000):
+        path.write_text(base + f"burst {i} BURST-{i}\n")
+    assert w.wait_idle(30)
+    assert v.grep("BURST-1999")["hits"] and not v.grep("BURST-1998")["hits"]
+    assert v.dag.get(leaf_of(v, ids[0]).id).body.endswith("BURST-1999\n")
+
+
+def test_watch_overflow_falls_back_to_rescan(tmp_path: Path) -> None:
+    v, ids = build(tmp_path)
+    w = v.watch(debounce_ms=50, rescan_threshold=5)
+    try:
+        paths = [v.root / s.path for s in v.dag.all("c")][:8]
+        for i, p in enumerate(paths):
+            p.write_text(p.read_text() + f"overflow OVF-{i}\n")
+        assert w.wait_idle(20)
+        assert w.rescans >= 1
+        assert all(v.grep(f"OVF-{i}")["hits"] for i in range(len(paths)))
+    finally:
+        w.stop()
+        v.close()
+
+
+# -- corrections ----------------------------------------------------------------
+
+
+def test_correction_reaches_the_top_and_note_is_untouched(tmp_path: Path) -> None:
+    v, ids = build(tmp_path, 40, leaf_target_tokens=150, condensed_target_tokens=300)
+    leaf = leaf_of(v, ids[0])
+    path = v.root / leaf.path
+    path.write_text(path.read_text().rstrip("\n") + "\nCORRECTION: the config lives in conf/real.toml\n")
+    corrected = path.read_bytes()
+    v.refresh("c")
+    assert v.dag.get(leaf.id).human_owned
+    stale = [s for s in v.dag.all("c") if s.stale]
+    assert stale, "nodes above the corrected leaf become stale"
+    v.compact("c")
+    assert path.read_bytes() == corrected
+    top = v.dag.ancestors_top(leaf.id)
+    assert top is not None and "conf/real.toml" in v.dag.get(top).body
+    ctx = v.assemble("c", 5000)
+    text = json.dumps(ctx.messages)
+    assert "conf/real.toml" in text and top in ctx.summary_ids
+    assert not any(s.stale for s in v.dag.all("c"))
+    # resummarize refuses the person's note without --force
+    with pytest.raises(Exception, match="--force"):
+        v.resummarize([leaf.id])
+    v.close()
+
+
+def test_frontmatter_problems_keep_last_good_state(tmp_path: Path) -> None:
+    v, ids = build(tmp_path)
+    leaf = leaf_of(v, ids[0])
+    path = v.root / leaf.path
+    good = path.read_text()
+    path.write_text(good.replace(f'"[[conversations/c/logs/2026-11-01#^{ids[0]}]]"', f"[[conversations/c/logs/2026-11-01#^{ids[0]}]]"))
+    r = v.refresh("c")
+    assert any("unquoted wikilink" in p and "sources" in p and leaf.path in p for p in r["problems"])
+    assert v.catalog.get(ids[0]).covered == leaf.id  # last good state in force
+    path.write_text(good.replace("kind: \"leaf\"", "kind: [oops"))
+    r = v.refresh("c")
+    assert any("YAML" in p for p in r["problems"])
+    path.write_text(good)
+    assert v.refresh("c")["problems"] == []
+    v.close()
+
+
+def test_edited_raw_log_marks_leaf_stale(tmp_path: Path) -> None:
+    v, ids = build(tmp_path)
+    log = v.root / v.catalog.get(ids[0]).path
+    text = log.read_text()
+    old = v.get_message(ids[0]).text
+    log.write_text(text.replace(old, old + " EDITED-IN-LOG"))
+    r = v.refresh("c")
+    assert ids[0] in r["messages_changed"]
+    assert "EDITED-IN-LOG" in v.get_message(ids[0]).text
+    assert leaf_of(v, ids[0]).stale
+    d = v.doctor()
+    assert any(p["kind"] == "log_edit" for p in d["problems"])
+    v.close()
+
+
+# -- doctor -------------------------------------------------------------------
+
+
+def test_doctor_names_every_damage_and_fix_cleans(tmp_path: Path) -> None:
+    v, ids = build(tmp_path, 40)
+    v.grep("alpha")  # create the index
+    conv_dir = v.root / "conversations/c"
+    leaves = [s for s in v.dag.all("c") if s.kind == "leaf"]
+    # 1 broken link: a leaf pointing at a message that does not exist
+    p = v.root / leaves[0].path
+    p.write_text(p.read_text().replace(f"#^{leaves[0].sources[0]}]]", "#^m-doesnotexist]]"))
+    # 2 invalid YAML in another note
+    p2 = v.root / leaves[1].path
+    p2.write_text(p2.read_text().replace('level: "normal"', "level: [broken"))
+    # 3 orphan payload file, 4 temp file, 5 stale lock
+    (conv_dir / "files").mkdir(exist_ok=True)
+    (conv_dir / "files/file_0123456789abcdef.txt").write_text("nobody points here")
+    (conv_dir / "summaries/.vaultlcm-tmp-abc").write_text("half")
+    (v.layout.locks_dir / "gone.lock").write_text("")
+    # 6 torn log tail
+    log = v.root / v.catalog.get(ids[-1]).path
+    with log.open("ab") as fh:
+        fh.write(b'<!-- lcm:{"id":"m-torn","seq":999,"parts":[')
+    # 7 raw log edit
+    text = log.read_text()
+    first = v.get_message(ids[1]).text
+    log.write_text(text.replace(first, first + " tampered"))
+    # 8 a fallback (truncated) summary
+    p3 = v.root / leaves[2].path
+    p3.write_text(p3.read_text().replace('level: "normal"', 'level: "truncated"'))
+    # 9 index drift
+    shutil.rmtree(v.layout.index_dir)
+    v.indexer.close()
+    v.close()
+
+    r = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor", "--json"])
+    assert r.exit_code == 1
+    report = json.loads(r.stdout)
+    kinds = {p["kind"] for p in report["problems"]}
+    for expected in ("broken_link", "invalid_note", "orphan_file", "temp_file", "stale_lock", "torn_log", "log_edit", "fallback", "index_drift", "stale"):
+        assert expected in kinds, f"{expected} not reported: {sorted(kinds)}"
+    details = " ".join(p["detail"] for p in report["problems"])
+    assert leaves[1].path in details and "level" in details
+
+    r = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor", "--fix", "--json"])
+    report = json.loads(r.stdout)
+    left = {p["kind"] for p in report["problems"]}
+    # What --fix must not touch: the person's broken notes (named, left for them) and the orphan file.
+    assert left <= {"broken_link", "invalid_note", "orphan_file"}, report["problems"]
+    # repair the person's notes by hand and delete the orphan: then doctor is clean
+    p.write_text(p.read_text().replace("#^m-doesnotexist]]", f"#^{leaves[0].sources[0]}]]"))
+    p2.write_text(p2.read_text().replace("level: [broken", 'level: "normal"'))
+    (conv_dir / "files/file_0123456789abcdef.txt").unlink()
+    r = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor", "--fix"])
+    assert r.exit_code == 0, r.stdout
+    with Vault(tmp_path, settings=Settings(**SMALL)) as v2:
+        assert [m.id for m in v2.messages("c")] == ids
