@@ -167,6 +167,12 @@ class Compactor:
                     break
                 chunk.append(row)
                 tokens += row.tokens
+            if len(chunk) < len(run):
+                # Prefer to end a leaf where a turn ends (just before a user message), so each
+                # leaf tells one exchange; only when that leaves at least leaf_min_messages.
+                turn_ends = [j for j in range(min_messages, len(chunk)) if chunk[j].role == "user"]
+                if turn_ends and min_messages > 1:
+                    chunk = chunk[: turn_ends[-1]]
             chunk = self._keep_tool_pairs(chunk, run)
             if chunk and (len(chunk) >= min_messages or island):
                 return chunk, i + len(chunk)

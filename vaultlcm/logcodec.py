@@ -153,7 +153,7 @@ class _Renderer:
         body = [f"![[{name}]]" if ext in ("png", "jpg", "gif", "webp", "svg") else f"[[{name}]] {preview}"]
         self._add(path, "file", header, body, {"f": name, "e": enc})
 
-    def text(self, path: list[Any], text: str, header: list[str]) -> None:
+    def text(self, path: list[Any], text: str, header: list[str], *, fenced: bool = False) -> None:
         if self._is_large(text) or (len(text) >= MIN_BASE64_CHARS and _BASE64ISH.match(text)):
             lines = text.count("\n") + 1
             preview = f"· payload, {self.count_tokens(text):,} tokens, {lines:,} lines"
@@ -168,7 +168,8 @@ class _Renderer:
             self._add(path, "esc", header, [fence + "json", literal, fence])
             return
         lines = text.split("\n")
-        if _BLOCK_ID_LIKE.search(text):
+        if fenced or _BLOCK_ID_LIKE.search(text):
+            # Tool output is preformatted: a fence keeps its columns in Obsidian.
             fence = _fence(lines)
             self._add(path, "code", header, [fence + "text", *lines, fence])
             return
@@ -227,7 +228,7 @@ class _Renderer:
                 header = [f"**tool result**{name} for `{_display(block.get('call_id'))}`{flag}"]
                 inner = block.get("content")
                 if isinstance(inner, str):
-                    self.text([*path, "content"], inner, header)
+                    self.text([*path, "content"], inner, header, fenced=bool(inner))
                 elif isinstance(inner, list):
                     self.header_only(header)
                     self.blocks(inner, [*path, "content"])
