@@ -222,7 +222,8 @@ def test_doctor_names_every_damage_and_fix_cleans(tmp_path: Path) -> None:
     for expected in ("broken_link", "invalid_note", "orphan_file", "temp_file", "stale_lock", "torn_log", "log_edit", "fallback", "index_drift", "stale"):
         assert expected in kinds, f"{expected} not reported: {sorted(kinds)}"
     details = " ".join(p["detail"] for p in report["problems"])
-    assert leaves[1].path in details and "level" in details
+    invalid = [p["detail"] for p in report["problems"] if p["kind"] == "invalid_note"]
+    assert invalid and leaves[1].path in invalid[0] and "'level'" in invalid[0], invalid
 
     r = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor", "--fix", "--json"])
     report = json.loads(r.stdout)

@@ -180,8 +180,15 @@ def parse_note(text: str, path: Path | str) -> tuple[SummaryFrontmatter, str]:
     try:
         post = frontmatter.loads(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
+        # Where the broken construct began names the field better than where YAML gave up.
+        mark = getattr(exc, "context_mark", None) or getattr(exc, "problem_mark", None)
+        where = ""
+        if mark is not None:
+            # python-frontmatter hands YAML the text from the top of the file: marks are file lines.
+            lines = text.split("\n")
+            line_no = mark.line + 1
+            key = lines[line_no - 1].split(":", 1)[0].strip() if 0 < line_no <= len(lines) else ""
+            where = f" at line {line_no}" + (f" (field {key!r})" if key and not key.startswith("-") else "")
         raise ValidationProblem(f"{path}: frontmatter is not valid YAML{where}: {getattr(exc, 'problem', exc)}; fix it or restore it from git") from None
     try:
         fm = SummaryFrontmatter.model_validate(dict(post.metadata))

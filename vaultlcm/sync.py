@@ -74,6 +74,7 @@ class VaultWatcher:
         self._rescan = False
         self._lock = threading.Condition()
         self._busy = False
+        self._last_event = 0.0
         self._stop = threading.Event()
         self._observer: Any = None
         self._worker: threading.Thread | None = None
@@ -92,6 +93,7 @@ class VaultWatcher:
         if is_ignored(rel):
             return
         with self._lock:
+            self._last_event = time.monotonic()
             if self._rescan:
                 return
             self._pending[path] = time.monotonic()
@@ -209,13 +211,20 @@ class VaultWatcher:
             if self.on_sync:
                 self.on_sync(result)
 
-    def wait_idle(self, timeout: float = 10.0) -> bool:
-        """Wait until no event is pending and no sync is running (for tests and scripts)."""
-        end = time.monotonic() + timeout
+    def wait_idle(self, timeout: float = 10.0, settle: float = 0.3) -> bool:
+        """Wait until events have stopped for ``settle`` seconds and every sync has finished.
+
+        Events reach the watcher a little after a write returns, so "nothing pending right
+        now" is not enough: the watcher must also have been quiet for a moment.
+        """
+        start = time.monotonic()
+        end = start + timeout
         with self._lock:
-            while self._pending or self._rescan or self._busy:
-                left = end - time.monotonic()
-                if left <= 0:
+            while True:
+                now = time.monotonic()
+                quiet = now - max(self._last_event, start) >= max(settle, self.debounce + 0.1)
+                if quiet and not (self._pending or self._rescan or self._busy):
+                    return True
+                if now >= end:
                     return False
-                self._lock.wait(timeout=min(left, 0.05))
-        return True
+                self._lock.wait(timeout=0.02)

@@ -1,0 +1,208 @@
+"""The optional fast search backend: Tantivy through tantivy-py.
+
+Install it with ``pip install 'vaultlcm[tantivy]'``.
+
+* Tokenization: Tantivy's built-in tokenizers split ``snake_case`` and
+  ``src/app.py`` apart and cannot emit the whole identifier as well, so the text
+  is tokenized in Python by the same :func:`~vaultlcm.index.base.iter_tokens` as
+  the Whoosh backend and handed over as a pre-tokenized string. Both backends
+  therefore match exactly the same queries.
+* Queries are built through the API (term, phrase, regex-phrase, boolean), never
+  through Tantivy's query parser, which has no wildcards and its own syntax.
+* Tantivy merges segments in its own background threads, and allows one writer
+  per index; our writer lock file comes first, so a second process opens the
+  index read-only instead of failing inside Tantivy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import IndexError_
+from .base import BufferedIndex, Filters, IndexDoc, ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm
+from .base import iter_tokens
+
+try:
+    import tantivy
+    from tantivy import Occur, Query
+except ImportError as exc:  # an optional extra
+    raise IndexError_(
+        "the tantivy search backend needs the tantivy package: run `pip install 'vaultlcm[tantivy]'`, "
+        "or use the default whoosh backend."
+    ) from exc
+
+#: Expand a prefix into at most this many scored terms; beyond it, a constant-score
+#: regex query matches them all (recall is what grep needs).
+MAX_PREFIX_TERMS = 512
+WRITER_HEAP = 64_000_000  # bytes; the writer flushes a segment when it fills up
+
+
+def build_schema() -> "tantivy.Schema":
+    sb = tantivy.SchemaBuilder()
+    # "raw": ids and names are exact keys (ids are deleted by term on upsert).
+    sb.add_text_field("id", stored=True, tokenizer_name="raw")
+    sb.add_text_field("kind", stored=True, tokenizer_name="raw")
+    sb.add_text_field("conversation", stored=True, tokenizer_name="raw")
+    sb.add_text_field("role", stored=True, tokenizer_name="raw")
+    sb.add_text_field("content_hash", stored=True, tokenizer_name="raw")
+    sb.add_integer_field("depth", stored=True)
+    sb.add_float_field("at", stored=True, indexed=True, fast=True)  # range filters, tie-breaks
+    # Always fed pre-tokenized text; "raw" only matters if something re-tokenizes.
+    sb.add_text_field("text", stored=True, tokenizer_name="raw")
+    return sb.build()
+
+
+def _regex_literal(text: str) -> str:
+    """``text`` as a regex matching itself (hex escapes work in every Tantivy regex)."""
+    return "".join(c if c.isalnum() else f"\\x{{{ord(c):x}}}" for c in text)
+
+
+def _document(d: IndexDoc) -> "tantivy.Document":
+    doc = tantivy.Document()
+    doc.add_text("id", d.id)
+    doc.add_text("kind", d.kind)
+    doc.add_text("conversation", d.conversation)
+    doc.add_text("role", d.role)
+    doc.add_text("content_hash", d.content_hash)
+    doc.add_integer("depth", int(d.depth))
+    doc.add_float("at", float(d.at))
+    tokens = [tantivy.Token(t, p, s, e) for t, p, s, e in iter_tokens(d.text)]
+    doc.add_pre_tokenized_text("text", tantivy.PreTokenizedString(d.text, tokens))
+    return doc
+
+
+class TantivyIndex(BufferedIndex):
+    """:class:`~vaultlcm.index.base.SearchIndex` on Tantivy."""
+
+    backend = "tantivy"
+
+    def __init__(self, path: Path | str, **kwargs: Any) -> None:
+        self._ix: Any = None
+        self._writer: Any = None
+        self._searcher: Any = None
+        self._schema = build_schema()
+        super().__init__(path, **kwargs)
+
+    # -- open / create
+
+    def _n_create(self) -> None:
+        self._ix = tantivy.Index(self._schema, path=str(self.path), reuse=False)
+        self._writer = self._ix.writer(heap_size=WRITER_HEAP)
+        self._n_refresh()
+
+    def _n_open(self) -> None:
+        if not (self.path / "meta.json").exists():
+            raise FileNotFoundError(f"{self.path / 'meta.json'} is missing")
+        self._ix = tantivy.Index.open(str(self.path))
+        self._n_refresh()
+        _ = self._searcher.num_docs  # load every segment now: fail at open, not mid-search
+        if self.writable:
+            self._n_become_writer()
+
+    def _n_become_writer(self) -> None:
+        self._writer = self._ix.writer(heap_size=WRITER_HEAP)
+
+    def _n_refresh(self) -> None:
+        self._ix.reload()  # ~25 us; also picks up other processes' commits
+        self._searcher = self._ix.searcher()
+
+    def _n_close(self) -> None:
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.wait_merging_threads()  # finishes merges, then drops the writer
+
+    # -- writes
+
+    def _n_apply(self, upserts: list[IndexDoc], deletes: list[str]) -> None:
+        w = self._writer
+        try:
+            for doc_id in deletes:
+                w.delete_documents_by_term("id", doc_id)
+            for d in upserts:
+                # Deletes apply to everything added before them (opstamp order),
+                # so the new version added right after survives.
+                w.delete_documents_by_term("id", d.id)
+                w.add_document(_document(d))
+            w.commit()
+        except BaseException:
+            w.rollback()
+            raise
+
+    def _n_rebuild(self, docs: Iterator[IndexDoc]) -> None:
+        w = self._writer
+        try:
+            w.delete_all_documents()  # takes effect with the commit: readers switch atomically
+            for d in docs:
+                w.add_document(_document(d))
+            w.commit()
+        except BaseException:
+            w.rollback()
+            raise
+
+    # -- reads
+
+    def _n_count(self) -> int:
+        return int(self._searcher.num_docs)
+
+    def _n_hashes(self) -> dict[str, str]:
+        s = self._searcher
+        n = s.num_docs
+        if n == 0:
+            return {}
+        out: dict[str, str] = {}
+        for _score, addr in s.search(Query.all_query(), limit=n, count=False).hits:
+            doc = s.doc(addr)
+            out[doc.get_first("id")] = doc.get_first("content_hash") or ""
+        return out
+
+    def _n_load(self, refs: list[Any]) -> list[dict[str, Any]]:
+        out = []
+        for addr in refs:
+            doc = self._searcher.doc(addr)
+            out.append({k: doc.get_first(k) or "" for k in ("id", "kind", "conversation", "text")})
+        return out
+
+    def _n_search(self, pq: ParsedQuery, filters: Filters, n: int) -> list[tuple[float, float, Any]]:
+        s = self._searcher
+        clauses = [(Occur.Must, self._compile(c)) for c in pq.clauses]
+        filt: list[Any] = []
+        if filters.kind is not None:
+            filt.append((Occur.Must, Query.term_query(self._schema, "kind", filters.kind)))
+        if filters.conversations is not None:
+            filt.append((Occur.Must, Query.term_set_query(self._schema, "conversation", list(filters.conversations))))
+        if filters.since is not None or filters.before is not None:
+            rng = Query.range_query(
+                self._schema, "at", tantivy.FieldType.Float, filters.since, filters.before,
+                include_lower=True, include_upper=filters.before is None,  # before is exclusive
+            )
+            filt.append((Occur.Must, rng))
+        if filt:  # filters must not change scores
+            clauses.append((Occur.Must, Query.const_score_query(Query.boolean_query(filt), 0.0)))
+        q = clauses[0][1] if len(clauses) == 1 else Query.boolean_query(clauses)
+        hits = s.search(q, limit=n, count=False).hits
+        if not hits:
+            return []
+        ats = s.fast_field_values("at", [a for _, a in hits])
+        return [(score, at or 0.0, addr) for (score, addr), at in zip(hits, ats)]
+
+    def _compile(self, node: QNode) -> Any:
+        schema = self._schema
+        if isinstance(node, QTerm):
+            return Query.term_query(schema, "text", node.text)
+        if isinstance(node, QPhrase):
+            return Query.phrase_query(schema, "text", list(node.words))
+        if isinstance(node, QPrefix):
+            terms = self._searcher.terms_with_prefix("text", node.text, limit=MAX_PREFIX_TERMS + 1)
+            if not terms:
+                return Query.empty_query()
+            if len(terms) > MAX_PREFIX_TERMS:
+                return Query.regex_query(schema, "text", _regex_literal(node.text) + ".*")
+            return Query.boolean_query([(Occur.Should, Query.term_query(schema, "text", t)) for t, _ in terms])
+        if isinstance(node, QPhrasePrefix):
+            words = [_regex_literal(w) for w in node.words]
+            words[-1] += ".*"
+            return Query.regex_phrase_query(schema, "text", words)
+        assert isinstance(node, QAny)
+        return Query.boolean_query([(Occur.Should, self._compile(o)) for o in node.options])

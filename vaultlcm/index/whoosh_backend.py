@@ -1,0 +1,442 @@
+"""The default search backend: Whoosh (the maintained ``whoosh-reloaded`` fork).
+
+What was measured and how this module answers it:
+
+* A commit costs ~40-90 ms and merging segments costs about as much as indexing
+  the documents again (~1k docs/s), so merging inside commits stalled writers for
+  tens of seconds. Batches are therefore committed with ``merge=False``.
+* Segments then pile up and queries slow down. When there are more than
+  ``merge_threshold`` segments, a merge of the smallest ones is built **in a
+  child process** (so it neither holds the index lock nor competes for this
+  process's GIL) into a scratch directory; swapping the result into the table
+  of contents takes milliseconds under the lock. Documents deleted or replaced
+  while the merge ran are re-applied to the merged segment during the swap.
+* ``rebuild`` uses Whoosh's multiprocessing writer (one process per core) and
+  swaps the new segments in with one commit, so readers never see an empty index.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from whoosh import columns, fields, index, query
+from whoosh.analysis import Token, Tokenizer
+from whoosh.filedb.filestore import FileStorage
+from whoosh.matching.wrappers import RequireMatcher
+
+from ..errors import IndexError_
+from .base import BufferedIndex, Filters, IndexDoc, ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm
+from .base import iter_tokens
+
+#: Expand a prefix into at most this many scored terms; beyond it, match them all
+#: with a constant score (cheaper, and recall is what grep needs).
+MAX_PREFIX_TERMS = 512
+
+
+class VaultTokenizer(Tokenizer):
+    """Whoosh adapter for :func:`vaultlcm.index.base.iter_tokens` (picklable: no state)."""
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def __call__(  # type: ignore[override]
+        self,
+        value: str,
+        positions: bool = False,
+        chars: bool = False,
+        keeporiginal: bool = False,
+        removestops: bool = True,
+        start_pos: int = 0,
+        start_char: int = 0,
+        tokenize: bool = True,
+        mode: str = "",
+        **kwargs: Any,
+    ) -> Iterator[Token]:
+        t = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
+        if not tokenize:  # Whoosh asks for the value as a single token
+            t.original = t.text = value.lower()
+            t.boost, t.stopped = 1.0, False
+            if positions:
+                t.pos = start_pos
+            if chars:
+                t.startchar, t.endchar = start_char, start_char + len(value)
+            yield t
+            return
+        for text, pos, start, end in iter_tokens(value):
+            t.text = text
+            t.boost, t.stopped = 1.0, False
+            if keeporiginal:
+                t.original = text
+            if positions:
+                t.pos = start_pos + pos
+            if chars:
+                t.startchar, t.endchar = start_char + start, start_char + end
+            yield t
+
+
+class _RequireMatcher(RequireMatcher):
+    """``RequireMatcher`` without the whoosh 2.7.5 bug: after skipping to a better
+    block it may already sit on a match, which ``_find_next`` asserts it doesn't."""
+
+    def skip_to_quality(self, minquality: float) -> int:
+        skipped = self.a.skip_to_quality(minquality)
+        if self.a.is_active() and self.b.is_active() and self.a.id() != self.b.id():
+            self.child._find_next()
+        return skipped
+
+
+class _Require(query.Require):
+    """Filter clause: intersects with the text query, scored by the text query only."""
+
+    def matcher(self, searcher: Any, context: Any = None) -> Any:
+        scored = self.a.matcher(searcher, context)
+        return _RequireMatcher(scored, self.b.matcher(searcher, searcher.boolean_context()))
+
+
+def build_schema() -> fields.Schema:
+    return fields.Schema(
+        id=fields.ID(stored=True, unique=True, sortable=True),
+        kind=fields.ID(stored=True),
+        conversation=fields.ID(stored=True),
+        role=fields.STORED(),
+        depth=fields.STORED(),
+        # A column, not stored: stored_hashes() reads it without decompressing texts.
+        content_hash=fields.COLUMN(columns.VarBytesColumn()),
+        # A column, read per candidate for time filters and tie-breaks: an indexed
+        # NUMERIC range expands into hundreds of terms and cost ~25 ms per query.
+        at=fields.COLUMN(columns.NumericColumn("d", default=0.0)),
+        text=fields.TEXT(analyzer=VaultTokenizer(), phrase=True, stored=True),
+    )
+
+
+def _fields(d: IndexDoc) -> dict[str, Any]:
+    return dict(
+        id=d.id, kind=d.kind, conversation=d.conversation, role=d.role, depth=d.depth,
+        content_hash=d.content_hash.encode("utf-8"), at=float(d.at), text=d.text,
+    )
+
+
+class WhooshIndex(BufferedIndex):
+    """:class:`~vaultlcm.index.base.SearchIndex` on Whoosh."""
+
+    backend = "whoosh"
+    merge_threshold = 8  # segments; more than this triggers a background merge
+    merge_factor = 4  # a segment joins a merge while it is <= factor x the docs gathered so far
+    rebuild_procs = min(2, os.cpu_count() or 1)
+
+    def __init__(self, path: Path | str, **kwargs: Any) -> None:
+        self._ix: Any = None
+        self._searcher: Any = None
+        self._at_col: Any = None
+        self._merge: dict[str, Any] | None = None  # the running merge job
+        self._merge_backoff = 0.0
+        super().__init__(path, **kwargs)
+
+    # -- open / create
+
+    def _n_create(self) -> None:
+        self._ix = index.create_in(str(self.path), build_schema())
+        self._open_searcher()
+        self._clean_merge_dirs()
+
+    def _n_open(self) -> None:
+        try:
+            ix = index.open_dir(str(self.path))
+        except BaseException:
+            # Whoosh leaves the half-read table of contents open when it is corrupt;
+            # close it now rather than warn at some random later point.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ResourceWarning)
+                gc.collect()
+            raise
+        if set(ix.schema.names()) != set(build_schema().names()):
+            raise ValueError(f"unexpected fields {sorted(ix.schema.names())}")
+        self._ix = ix
+        self._open_searcher()
+        self._searcher.doc_count()  # the searcher opened every segment: unreadable ones fail here
+        if self.writable:
+            self._clean_merge_dirs()
+
+    def _n_become_writer(self) -> None:
+        self._clean_merge_dirs()
+
+    def _open_searcher(self) -> None:
+        self._searcher = self._ix.searcher()
+        self._at_col = None
+
+    def _n_refresh(self) -> None:
+        old = self._searcher
+        if self._ix.latest_generation() == old.reader().generation():
+            return
+        # Not Searcher.refresh(): in whoosh-reloaded 2.7.5 it keeps the old segment
+        # objects next to the new ones (deleted docs come back, merged docs double)
+        # and it crashes on an empty index.
+        self._searcher, self._at_col = self._ix.searcher(), None
+        old.close()
+
+    def _n_close(self) -> None:
+        self._abort_merge()
+        if self._searcher is not None:
+            self._searcher.close()
+            self._searcher = None
+
+    # -- writes
+
+    def _writer(self) -> Any:
+        # Our file lock makes us the only writer, but a merge swap or a crashed
+        # predecessor's lock may still be settling: wait a little, never forever.
+        return self._ix.writer(timeout=5.0, delay=0.05)
+
+    def _n_apply(self, upserts: list[IndexDoc], deletes: list[str]) -> None:
+        w = self._writer()
+        try:
+            for doc_id in deletes:
+                w.delete_by_term("id", doc_id)
+            for d in upserts:
+                w.update_document(**_fields(d))
+        except BaseException:
+            w.cancel()
+            raise
+        w.commit(merge=False)
+
+    def _n_rebuild(self, docs: Iterator[IndexDoc]) -> None:
+        self._abort_merge()
+        procs = self.rebuild_procs
+        w = self._ix.writer(procs=procs, multisegment=True, limitmb=128) if procs > 1 else self._ix.writer(limitmb=256)
+        n = 0
+        try:
+            for d in docs:
+                w.add_document(**_fields(d))
+                n += 1
+        except BaseException:
+            w.cancel()
+            raise
+        # Drop every old segment in the same commit: readers switch atomically.
+        w.commit(mergetype=lambda writer, segments: [])
+        got = self._ix.doc_count()
+        if got != n:  # a worker process died: Whoosh would silently lose its batch
+            raise IndexError_(f"rebuild indexed {got} of {n} documents")
+
+    # -- reads
+
+    def _n_count(self) -> int:
+        return int(self._searcher.doc_count())
+
+    def _n_hashes(self) -> dict[str, str]:
+        reader = self._searcher.reader()
+        if reader.doc_count_all() == 0:
+            return {}
+        ids = reader.column_reader("id")
+        hashes = reader.column_reader("content_hash")
+        return {ids[n]: hashes[n].decode("utf-8") for n in reader.all_doc_ids()}
+
+    def _n_load(self, refs: list[Any]) -> list[dict[str, Any]]:
+        return [self._searcher.stored_fields(n) for n in refs]
+
+    def _n_search(self, pq: ParsedQuery, filters: Filters, n: int) -> list[tuple[float, float, Any]]:
+        reader = self._searcher.reader()
+        q: Any = query.And([self._compile(c, reader) for c in pq.clauses])
+        filt: list[Any] = []
+        if filters.kind is not None:
+            filt.append(query.Term("kind", filters.kind))
+        if filters.conversations is not None:
+            filt.append(query.Or([query.Term("conversation", c) for c in filters.conversations]))
+        if filt:
+            # Require: intersected by skipping and scored by the text query only;
+            # search(filter=...) would first build the set of every matching doc.
+            q = _Require(q, query.And(filt) if len(filt) > 1 else filt[0])
+        if self._at_col is None:
+            self._at_col = reader.column_reader("at") if reader.has_column("at") else None
+        col = self._at_col
+        since, before = filters.since, filters.before
+        if (since is None and before is None) or col is None:
+            results = self._searcher.search(q, limit=n)
+            return [(score, col[docnum] if col is not None else 0.0, docnum) for docnum, score in results.items()]
+        # Time filter: score every text match (whoosh's early termination barely
+        # helps anyway), keep the best n inside the window.
+        out: list[tuple[float, float, Any]] = []
+        for docnum, score in self._searcher.search(q, limit=None).items():
+            at = col[docnum]
+            if (since is None or at >= since) and (before is None or at < before):
+                out.append((score, at, docnum))
+                if len(out) >= n:
+                    break
+        return out
+
+    def _compile(self, node: QNode, reader: Any) -> Any:
+        if isinstance(node, QTerm):
+            return query.Term("text", node.text)
+        if isinstance(node, QPhrase):
+            return query.Phrase("text", list(node.words), slop=1)
+        if isinstance(node, QPrefix):
+            return self._prefix(node.text, reader)
+        if isinstance(node, QPhrasePrefix):
+            words = [query.Term("text", w) for w in node.words[:-1]]
+            return query.Sequence([*words, self._prefix(node.words[-1], reader)])
+        assert isinstance(node, QAny)
+        return query.Or([self._compile(o, reader) for o in node.options])
+
+    @staticmethod
+    def _prefix(text: str, reader: Any) -> Any:
+        terms = []
+        for t in reader.expand_prefix("text", text):
+            terms.append(t.decode("utf-8") if isinstance(t, bytes) else t)
+            if len(terms) > MAX_PREFIX_TERMS:
+                return query.Prefix("text", text)  # constant score, unbounded
+        if not terms:
+            return query.NullQuery
+        return query.Or([query.Term("text", t) for t in terms])
+
+    # -- background merges
+
+    def _idle_wait(self) -> float | None:
+        return 0.5 if self._merge is not None else None
+
+    def _merge_dirs(self) -> list[Path]:
+        return [p for p in self.path.glob("merge-*") if p.is_dir()]
+
+    def _clean_merge_dirs(self) -> None:
+        for p in self._merge_dirs():  # left by a crash; never in the table of contents
+            shutil.rmtree(p, ignore_errors=True)
+
+    def _n_maintain(self) -> None:
+        if self._merge is not None:
+            if self._merge["proc"].poll() is None:
+                return  # still running
+            self._finish_merge()  # then plan the next one right away
+        if time.monotonic() < self._merge_backoff:
+            return
+        segments = list(self._ix._segments())
+        plan = plan_merge(segments, self.merge_threshold, self.merge_factor)
+        if plan:
+            self._start_merge(plan)
+
+    def _start_merge(self, segments: list[Any]) -> None:
+        job = self.path / f"merge-{uuid.uuid4().hex[:12]}"
+        job.mkdir()
+        with open(job / "job.pickle", "wb") as f:
+            pickle.dump({"index": str(self.path), "segments": segments}, f)
+        snapshot = [(s.segment_id(), s.doc_count_all(), sorted(s.deleted_docs())) for s in segments]
+        # The child must import this very package, even from an uninstalled checkout.
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        code = "import sys; from vaultlcm.index.whoosh_backend import merge_main; merge_main(sys.argv[1])"
+        with open(job / "stderr.txt", "wb") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", code, str(job)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+            )
+        self._merge = {"proc": proc, "dir": job, "snapshot": snapshot}
+
+    def _abort_merge(self) -> None:
+        job, self._merge = self._merge, None
+        if job is None:
+            return
+        proc = job["proc"]
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(job["dir"], ignore_errors=True)
+
+    def _finish_merge(self) -> None:
+        job = self._merge
+        assert job is not None
+        result = job["dir"] / "result.pickle"
+        if job["proc"].returncode != 0 or not result.exists():
+            self._abort_merge()
+            self._merge_backoff = time.monotonic() + 60.0  # don't retry a failing merge in a loop
+            return
+        with open(result, "rb") as f:
+            merged = pickle.load(f)
+        w = self._writer()
+        try:
+            current = {s.segment_id(): s for s in w.segments}
+            if any(sid not in current for sid, _, _ in job["snapshot"]):
+                w.cancel()  # a rebuild replaced those segments meanwhile
+                self._abort_merge()
+                return
+            # Docs deleted from the source segments while the merge ran must be
+            # deleted from the merged copy too. The merge copied each segment's
+            # live docs in order, so a doc's new number is its rank among them.
+            base = 0
+            for sid, count_all, was_deleted in job["snapshot"]:
+                for old in set(current[sid].deleted_docs()).difference(was_deleted):
+                    merged.delete_document(base + old - bisect.bisect_left(was_deleted, old))
+                base += count_all - len(was_deleted)
+            prefix = merged.segment_id() + "."
+            for p in (job["dir"] / "out").iterdir():
+                if p.name.startswith(prefix):
+                    os.replace(p, self.path / p.name)
+            gone = {sid for sid, _, _ in job["snapshot"]}
+            w.commit(mergetype=lambda writer, segs: [s for s in segs if s.segment_id() not in gone] + [merged])
+        except BaseException:
+            if not w.is_closed:
+                w.cancel()
+            self._abort_merge()
+            raise
+        self._abort_merge()  # removes the job directory; the next search refreshes
+
+
+def plan_merge(segments: list[Any], threshold: int, factor: int) -> list[Any] | None:
+    """Pick the segments to merge, or None when there are few enough.
+
+    Log-structured: gather the smallest segments while the next one is not much
+    bigger than everything gathered so far, so each document is re-merged only
+    about log(n) times and big segments are left alone.
+    """
+    if len(segments) <= threshold:
+        return None
+    ordered = sorted(segments, key=lambda s: s.doc_count())
+    group = [ordered[0]]
+    total = max(1, ordered[0].doc_count())
+    for seg in ordered[1:]:
+        if seg.doc_count() > factor * total:
+            break
+        group.append(seg)
+        total += seg.doc_count()
+    return group if len(group) > 1 else ordered[:2]
+
+
+def merge_main(job_dir: str) -> None:
+    """Child process: merge the job's segments into a new segment under ``job/out``."""
+    from whoosh.reading import SegmentReader
+    from whoosh.writing import SegmentWriter
+
+    job = Path(job_dir)
+    with open(job / "job.pickle", "rb") as f:
+        spec = pickle.load(f)
+    schema = build_schema()
+    src = FileStorage(spec["index"])
+    (job / "out").mkdir()
+    scratch = index.create_in(str(job / "out"), schema)
+    w = SegmentWriter(scratch, _lk=False)
+    for seg in spec["segments"]:
+        reader = SegmentReader(src, schema, seg)
+        w.add_reader(reader)
+        reader.close()
+    merged = w._finalize_segment()
+    w._finish()
+    tmp = job / "result.pickle.tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(merged, f)
+    os.replace(tmp, job / "result.pickle")
+
