@@ -219,8 +219,11 @@ def test_doctor_names_every_damage_and_fix_cleans(tmp_path: Path) -> None:
     assert r.exit_code == 1
     report = json.loads(r.stdout)
     kinds = {p["kind"] for p in report["problems"]}
-    for expected in ("broken_link", "invalid_note", "orphan_file", "temp_file", "stale_lock", "torn_log", "log_edit", "fallback", "index_drift", "stale"):
+    for expected in ("broken_link", "invalid_note", "orphan_file", "stale_lock", "log_edit", "fallback", "stale"):
         assert expected in kinds, f"{expected} not reported: {sorted(kinds)}"
+    notes = {n["kind"] for n in report["notes"]}
+    assert {"torn_log", "temp_file"} <= notes  # crash leftovers: harmless, reported, fixed by --fix
+    assert "index_drift" in notes  # derived lag: reported and caught up
     details = " ".join(p["detail"] for p in report["problems"])
     invalid = [p["detail"] for p in report["problems"] if p["kind"] == "invalid_note"]
     assert invalid and leaves[1].path in invalid[0] and "'level'" in invalid[0], invalid
@@ -228,6 +231,7 @@ def test_doctor_names_every_damage_and_fix_cleans(tmp_path: Path) -> None:
     r = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor", "--fix", "--json"])
     report = json.loads(r.stdout)
     left = {p["kind"] for p in report["problems"]}
+    assert not {"torn_log", "temp_file"} & {n["kind"] for n in report["notes"]}
     # What --fix must not touch: the person's broken notes (named, left for them) and the orphan file.
     assert left <= {"broken_link", "invalid_note", "orphan_file"}, report["problems"]
     # repair the person's notes by hand and delete the orphan: then doctor is clean

@@ -12,27 +12,51 @@ The public API::
     engine = Engine("my-vault", "demo")        # the agent-loop lifecycle
 """
 
-from .assembly import AssembledContext
-from .compaction import CompactionReport
-from .engine import Engine, SubagentHandle
-from .errors import (
-    CorruptVaultError,
-    DuplicateIdError,
-    InputFormatError,
-    InvalidNameError,
-    LockTimeoutError,
-    NotAVaultError,
-    NotFoundError,
-    ProviderConfigError,
-    SettingsError,
-    SummarizerError,
-    UsageError,
-    ValidationProblem,
-    VaultLCMError,
-)
-from .messages import Message
-from .settings import Settings, load_settings
-from .vault import Vault
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .assembly import AssembledContext
+    from .compaction import CompactionReport
+    from .engine import Engine, SubagentHandle
+    from .errors import (
+        CorruptVaultError,
+        DuplicateIdError,
+        InputFormatError,
+        InvalidNameError,
+        LockTimeoutError,
+        NotAVaultError,
+        NotFoundError,
+        ProviderConfigError,
+        SettingsError,
+        SummarizerError,
+        UsageError,
+        ValidationProblem,
+        VaultLCMError,
+    )
+    from .messages import Message
+    from .settings import Settings, load_settings
+    from .vault import Vault
+
+# Names resolve on first use (PEP 562), so `vaultlcm --help` does not pay for
+# pydantic models and the engine it does not need.
+_WHERE = {
+    "AssembledContext": "assembly", "CompactionReport": "compaction", "Engine": "engine",
+    "SubagentHandle": "engine", "Message": "messages", "Settings": "settings",
+    "load_settings": "settings", "Vault": "vault",
+}
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _WHERE:
+        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    if name.endswith("Error") or name == "ValidationProblem":
+        errors = importlib.import_module(".errors", __name__)
+        if hasattr(errors, name):
+            return getattr(errors, name)
+    raise AttributeError(f"module 'vaultlcm' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 
