@@ -242,3 +242,42 @@ def test_doctor_names_every_damage_and_fix_cleans(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.stdout
     with Vault(tmp_path, settings=Settings(**SMALL)) as v2:
         assert [m.id for m in v2.messages("c")] == ids
+
+
+def test_cycle_and_double_claim_are_reported_and_ignored(tmp_path: Path) -> None:
+    v, ids = build(tmp_path, 40)
+    condensed = sorted((s for s in v.dag.all("c") if s.kind == "condensed"), key=lambda s: s.depth)
+    low, top = condensed[0], condensed[-1]
+    # a cycle: the lower node now claims the top node as its source
+    lp = v.root / low.path
+    good_low = lp.read_text()
+    lp.write_text(good_low.replace(f'  - "[[{low.sources[0]}]]"', f'  - "[[{top.id}]]"'))
+    r = v.refresh("c")
+    assert any(low.path in p and "sources" in p and ("cycle" in p or "not below" in p) for p in r["problems"]), r["problems"]
+    lp.write_text(good_low)
+    assert v.refresh("c")["problems"] == []
+    # a source claimed twice: another leaf lists a message the first leaf covers
+    leaves = [s for s in v.dag.all("c") if s.kind == "leaf"]
+    p2 = v.root / leaves[1].path
+    good = p2.read_text()
+    p2.write_text(good.replace("sources:\n", f'sources:\n  - "[[conversations/c/logs/2026-11-01#^{leaves[0].sources[0]}]]"\n', 1))
+    r = v.refresh("c")
+    assert any("already covered" in p for p in r["problems"]), r["problems"]
+    # nothing is lost while the damage stands
+    active = v.dag.active("c")
+    assert all(v.get_message(i) for i in ids)
+    assert active
+    v.close()
+
+
+def test_note_moved_into_a_subfolder_keeps_its_identity(tmp_path: Path) -> None:
+    v, ids = build(tmp_path)
+    leaf = leaf_of(v, ids[0])
+    src = v.root / leaf.path
+    dest = src.parent / "archive" / "renamed note.md"
+    dest.parent.mkdir()
+    src.rename(dest)
+    v.refresh("c")
+    assert v.catalog.get(ids[0]).covered == leaf.id
+    assert v.dag.get(leaf.id).path.endswith("archive/renamed note.md")
+    v.close()

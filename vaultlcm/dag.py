@@ -130,8 +130,9 @@ class Dag:
                 return report
         on_disk: dict[str, Path] = {}
         if folder.is_dir():
-            for p in folder.iterdir():
-                if p.suffix == ".md" and p.is_file() and not p.name.startswith("."):
+            # Subfolders count too: a person may file notes away inside summaries/.
+            for p in folder.rglob("*.md"):
+                if p.is_file() and not p.name.startswith(".") and not any(part.startswith(".") for part in p.relative_to(folder).parts):
                     on_disk[self.layout.relative(p)] = p
         known = {r[0]: r for r in self.catalog.execute("SELECT path, size, mtime_ns, summary_id FROM note_files WHERE conv=?", (conv,))}
         removed = set(known) - set(on_disk)
