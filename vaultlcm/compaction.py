@@ -355,65 +355,57 @@ class Compactor:
             for row, msg in pairs
         )
         ids = [row.id for row in chunk]
-        node_id = make_summary_id(conv, 0, ids)
-        request = SummaryRequest(conversation=conv, depth=0, items=items, target_tokens=self.settings.leaf_target_tokens)
-        result, fallback = self._summarize(request, hard, report, node_id)
-        body = note_body(result.text)
-        fm = SummaryFrontmatter(
-            id=node_id,
-            kind="leaf",
-            depth=0,
-            conversation=conv,
-            earliest_at=min(r.at for r in chunk),
-            latest_at=max(r.at for r in chunk),
-            descendant_count=len(chunk),
-            source_count=len(chunk),
-            source_tokens=source_tokens(items),
-            token_count=result.tokens,
-            summarizer=fallback or result.summarizer,
-            prompt=result.prompt,
-            level=result.level,
-            body_sha256=body_hash(body),
-            sources_sha256=sources_hash([r.hash for r in chunk]),
-            tags=["lcm/summary", "lcm/leaf", "lcm/depth-0"],
-            sources=[message_link(r.path, r.id) for r in chunk],
+        return self._write_node(
+            conv, "leaf", 0, ids, items, self.settings.leaf_target_tokens, report, hard, refresh, force,
+            earliest=min(r.at for r in chunk), latest=max(r.at for r in chunk), descendants=len(chunk),
+            sources_digest=sources_hash([r.hash for r in chunk]), links=[message_link(r.path, r.id) for r in chunk],
         )
-        row = self.dag.write_summary(conv, fm, body, force=force)
-        (report.refreshed if refresh else report.created).append(node_id)
-        return row
 
     def _write_condensed(
         self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False
     ) -> SummaryRow:
         depth = max(r.depth for r in run) + 1
-        ids = [r.id for r in run]
-        node_id = make_summary_id(conv, depth, ids)
         items = tuple(
             SourceItem(id=r.id, kind="summary", text=r.body, at=r.earliest_at, depth=r.depth,
                        edited=r.human_owned or (refresh and self._has_human_below(r)))
             for r in run
         )
-        request = SummaryRequest(conversation=conv, depth=depth, items=items, target_tokens=self.settings.condensed_target_tokens)
+        ids = [r.id for r in run]
+        return self._write_node(
+            conv, "condensed", depth, ids, items, self.settings.condensed_target_tokens, report, hard, refresh, force,
+            earliest=min(r.earliest_at for r in run), latest=max(r.latest_at for r in run),
+            descendants=sum(r.descendant_count for r in run),
+            sources_digest=sources_hash([r.body_hash for r in run]), links=[summary_link(i) for i in ids],
+        )
+
+    def _write_node(
+        self, conv: str, kind: str, depth: int, ids: list[str], items: tuple[SourceItem, ...], target: int,
+        report: CompactionReport, hard: bool, refresh: bool, force: bool, *,
+        earliest: str, latest: str, descendants: int, sources_digest: str, links: list[str],
+    ) -> SummaryRow:
+        """Summarize ``items`` and write the node's note (the part leaves and condensed nodes share)."""
+        node_id = make_summary_id(conv, depth, ids)
+        request = SummaryRequest(conversation=conv, depth=depth, items=items, target_tokens=target)
         result, fallback = self._summarize(request, hard, report, node_id)
         body = note_body(result.text)
         fm = SummaryFrontmatter(
             id=node_id,
-            kind="condensed",
+            kind=kind,  # type: ignore[arg-type]
             depth=depth,
             conversation=conv,
-            earliest_at=min(r.earliest_at for r in run),
-            latest_at=max(r.latest_at for r in run),
-            descendant_count=sum(r.descendant_count for r in run),
-            source_count=len(run),
+            earliest_at=earliest,
+            latest_at=latest,
+            descendant_count=descendants,
+            source_count=len(ids),
             source_tokens=source_tokens(items),
             token_count=result.tokens,
             summarizer=fallback or result.summarizer,
             prompt=result.prompt,
             level=result.level,
             body_sha256=body_hash(body),
-            sources_sha256=sources_hash([r.body_hash for r in run]),
-            tags=["lcm/summary", "lcm/condensed", f"lcm/depth-{depth}"],
-            sources=[summary_link(i) for i in ids],
+            sources_sha256=sources_digest,
+            tags=["lcm/summary", f"lcm/{kind}", f"lcm/depth-{depth}"],
+            sources=links,
         )
         row = self.dag.write_summary(conv, fm, body, force=force)
         (report.refreshed if refresh else report.created).append(node_id)
