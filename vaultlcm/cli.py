@@ -404,6 +404,16 @@ def watch(obj: Context) -> None:
 
 
 @cli.command()
+@pass_ctx
+@handle_errors
+def mcp(obj: Context) -> None:
+    """Serve grep, describe, expand and ask to MCP clients (Claude Code, Claude Desktop) on stdio."""
+    from .mcp_server import serve
+
+    serve(obj.vault())
+
+
+@cli.command()
 @click.argument("path", required=False, type=click.Path(file_okay=False))
 @pass_ctx
 @handle_errors

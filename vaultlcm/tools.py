@@ -95,8 +95,13 @@ def _cap(text: str, limit: int) -> str:
     return truncate_to_tokens(text, limit - 20) + "\n…[output cut to fit the context; narrow the request]"
 
 
-def call_tool(vault: "Vault", conversation: str, name: str, arguments: dict[str, Any]) -> str:
-    """Run one memory tool and return text for the model (errors come back as text too)."""
+def call_tool(vault: "Vault", conversation: str | None, name: str, arguments: dict[str, Any]) -> str:
+    """Run one memory tool and return text for the model (errors come back as text too).
+
+    ``conversation`` scopes ``lcm_grep`` and ``lcm_expand_query``; ``None`` searches
+    every conversation of the vault. Ids are unique across the vault, so
+    ``lcm_describe`` and ``lcm_expand`` do not need it.
+    """
     limit = vault.settings.max_expand_tokens
     try:
         if name == "lcm_grep":
