@@ -156,7 +156,8 @@ def anthropic_record(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def native_block(draw: st.DrawFn, depth: int = 0) -> dict[str, Any]:
-    kind = draw(st.sampled_from(["text", "thinking", "tool_call", "image", "other"] + ([] if depth else ["tool_result"])))
+    kinds = ["text", "thinking", "tool_call", "image", "other"] + ([] if depth else ["tool_result"])
+    kind = draw(st.sampled_from(kinds))
     extra = draw(st.dictionaries(st.sampled_from(["meta", "cache_control"]), JSON, max_size=1))
     if kind == "text":
         return {"type": "text", "text": draw(TEXT)} | extra
@@ -301,7 +302,8 @@ def test_openai_mapping() -> None:
         "type": "base64", "media_type": "image/png", "data": "AAAA"}}
     assert anthropic[1] == {"role": "assistant", "content": [
         {"type": "tool_use", "id": "c1", "name": "f", "input": {"q": "Zürich"}}]}
-    assert anthropic[2] == {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "done"}]}
+    assert anthropic[2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "c1", "content": "done"}]}
 
 
 def test_anthropic_response_and_parallel_results() -> None:
@@ -365,7 +367,7 @@ def test_claude_code() -> None:
         {"role": "user", "content": CLAUDE_CODE[3]["message"]["content"]},
     ]
     native = to_records("native", messages)
-    assert len(native) == 5 and native[2]["message"]["requestId" if False else "model"] == "claude"
+    assert len(native) == 5 and native[2]["message"]["model"] == "claude" and native[2]["requestId"] == "r1"
     assert parse("native", numbered(native), source="t")[2].content == messages[2].content
 
 
@@ -382,7 +384,8 @@ OPENCLAW = [
          "provider": "anthropic", "model": "claude", "stopReason": "toolUse"}},
     {"type": "message", "id": "a3", "parentId": "a2", "timestamp": "2026-02-06T07:49:03.000Z",
      "message": {"role": "toolResult", "toolCallId": "call_1", "toolName": "exec",
-                 "content": [{"type": "text", "text": "a.txt"}, {"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+                 "content": [{"type": "text", "text": "a.txt"},
+                             {"type": "image", "data": "AAAA", "mimeType": "image/png"}],
                  "isError": False, "details": {"exitCode": 0}}},
 ]
 
@@ -438,7 +441,8 @@ def test_detect_format_unknown() -> None:
 
 
 def test_read_records_shapes() -> None:
-    jsonl = b'\xef\xbb\xbf{"role": "user", "content": "a"}\r\n\n  \n{"role": "assistant", "content": "b\xe2\x80\xa8c"}\n'
+    jsonl = (b'\xef\xbb\xbf{"role": "user", "content": "a"}\r\n\n  \n'
+             b'{"role": "assistant", "content": "b\xe2\x80\xa8c"}\n')
     assert read_records(jsonl, source="s") == [
         (1, {"role": "user", "content": "a"}), (4, {"role": "assistant", "content": "b\u2028c"})]
     array = b'\n[\n  {"role": "user",\n   "content": "a"},\n  {"role": "x"}\n]\n'

@@ -397,7 +397,7 @@ def _line_message(rec: Any, fail: Fail, fmt: str, role: str | None = None, conte
 
 
 def _read_claude_code(rec: Any, fail: Fail) -> Message:
-    inner = rec.get("message") if isinstance(rec, dict) and rec.get("type") in ("user", "assistant") else None
+    inner: Any = rec.get("message") if isinstance(rec, dict) and rec.get("type") in ("user", "assistant") else None
     content = inner.get("content") if isinstance(inner, dict) else None
     if not isinstance(content, (str, list)):
         return _line_message(rec, fail, "claude-code")
@@ -424,7 +424,7 @@ def _from_openclaw_block(block: Any) -> Any:
 
 
 def _read_openclaw(rec: Any, fail: Fail) -> Message:
-    inner = rec.get("message") if isinstance(rec, dict) and rec.get("type") == "message" else None
+    inner: Any = rec.get("message") if isinstance(rec, dict) and rec.get("type") == "message" else None
     content = inner.get("content") if isinstance(inner, dict) and isinstance(inner.get("role"), str) else None
     if not isinstance(content, (str, list)):
         return _line_message(rec, fail, "openclaw")

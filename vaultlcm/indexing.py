@@ -51,6 +51,11 @@ class IndexKeeper:
         self.vault = vault
         self._index: SearchIndex | None = None
         self._caught_up = False
+        # What this process has put in the index, per conversation, so that writes made by
+        # other processes (already in the shared catalog) can be followed cheaply.
+        self._msg_mark: dict[str, int] = {}
+        self._sum_known: dict[str, dict[str, str]] = {}
+        self._sum_print: dict[str, tuple[int, int, float, float]] = {}
 
     @property
     def is_open(self) -> bool:
@@ -122,7 +127,59 @@ class IndexKeeper:
                     index.add([summary_doc(row)])
                     added += 1
         self._caught_up = True
+        self._set_marks()
         return {"added": added, "removed": len(gone)}
+
+    def _set_marks(self) -> None:
+        v = self.vault
+        self._sum_print = {}
+        self._msg_mark = {c: int(n or 0) for c, n in v.catalog.execute("SELECT conv, MAX(seq) FROM messages GROUP BY conv")}
+        self._sum_known = {}
+        for sid, conv, h, parent in v.catalog.execute("SELECT id, conv, body_hash, parent FROM summaries"):
+            if parent != "!invalid":
+                self._sum_known.setdefault(conv, {})[sid] = h
+
+    def follow(self, conv: str) -> int:
+        """Index what reached the catalog for ``conv`` since this process last looked; returns docs added.
+
+        Cost follows what is new (messages past the last seen ``seq``) plus one pass over the
+        conversation's summaries, not the whole history.
+        """
+        if self._index is None:
+            return 0
+        if not self._caught_up:
+            return self.catch_up()["added"]
+        v = self.vault
+        mark = self._msg_mark.get(conv, 0)
+        from .catalog import MessageRow
+
+        rows = [MessageRow(*r) for r in v.catalog.execute("SELECT * FROM messages WHERE conv=? AND seq>? ORDER BY seq", (conv, mark))]
+        added = 0
+        if rows:
+            self.on_messages(v.log.read_rows(rows))
+            self._msg_mark[conv] = max(r.seq for r in rows)
+            added += len(rows)
+        # A cheap fingerprint first: summaries change only when notes are written or edited.
+        [fingerprint] = v.catalog.execute(
+            "SELECT COUNT(*), COALESCE(MAX(mtime_ns), 0), TOTAL(mtime_ns), TOTAL(size) FROM summaries WHERE conv=?", (conv,))
+        if self._sum_print.get(conv) == fingerprint:
+            return added
+        self._sum_print[conv] = fingerprint
+        known = self._sum_known.setdefault(conv, {})
+        current = {sid: h for sid, h, parent in v.catalog.execute(
+            "SELECT id, body_hash, parent FROM summaries WHERE conv=?", (conv,)) if parent != "!invalid"}
+        for sid, h in current.items():
+            if known.get(sid) != h:
+                row = v.dag.get(sid)
+                if row is not None:
+                    self.on_summary(row)
+                    added += 1
+        self.on_removed([sid for sid in known if sid not in current])
+        self._sum_known[conv] = current
+        return added
+
+    def follow_all(self) -> int:
+        return sum(self.follow(conv) for conv in self.vault.conversations())
 
     def drift(self) -> dict[str, list[str]]:
         """What differs between the index and the files, without changing anything."""
@@ -145,10 +202,14 @@ class IndexKeeper:
         self._index = index
         count = index.rebuild(self.all_docs(), progress=progress)
         self._caught_up = True
+        self._set_marks()
         return count
 
     def on_messages(self, pairs: list[tuple["MessageRow", Message]]) -> None:
         if self._index is not None:
+            for r, _ in pairs:
+                if r.seq > self._msg_mark.get(r.conv, 0) and self._caught_up:
+                    self._msg_mark[r.conv] = r.seq
             try:
                 self._index.add(message_doc(r, m) for r, m in pairs)
             except IndexError_:
@@ -158,6 +219,7 @@ class IndexKeeper:
 
     def on_summary(self, row: "SummaryRow") -> None:
         if self._index is not None:
+            self._sum_known.setdefault(row.conv, {})[row.id] = row.body_hash
             try:
                 self._index.add([summary_doc(row)])
             except IndexError_:

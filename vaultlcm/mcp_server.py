@@ -198,7 +198,7 @@ class IndexFollower:
                 return
             self._dirty.clear()
             try:
-                self.vault.indexer.catch_up()
+                self.vault.indexer.follow_all()
             except VaultLCMError as exc:  # e.g. another process holds the index for a moment
                 self._dirty.set()
                 _log(f"index catch-up postponed: {exc}")

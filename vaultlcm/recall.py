@@ -82,6 +82,8 @@ def grep(
         hits, partial = _regex_scan(vault, pattern, kind, convs, since, before, limit)
     else:
         index = vault.indexer.ready()
+        for conv in convs or vault.conversations():
+            vault.indexer.follow(conv)  # writes by other processes since we last looked
         found = index.search(pattern, kind=kind, conversations=convs, since=since, before=before, limit=limit)
         hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score) for h in found]
         partial = False
@@ -346,6 +348,8 @@ def ask(vault: "Vault", question: str, *, conversation: str | None = None, max_t
         raise UsageError("the question is empty")
     convs = [vault.require_conversation(conversation)] if conversation else None
     index = vault.indexer.ready()
+    for conv_name in convs or vault.conversations():
+        vault.indexer.follow(conv_name)
     scores: dict[str, float] = {}
     kinds: dict[str, tuple[str, str]] = {}
     terms = keywords(question)

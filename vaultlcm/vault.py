@@ -252,11 +252,14 @@ class Vault:
             changed_sums = [i for i, r in after.items() if before.get(i) != r.body_hash]
             removed = [i for i in before if i not in after]
             if self.indexer.is_open:
+                # Edited messages keep their seq, so index them by id; everything new
+                # (from this process or another) is picked up by follow().
                 rows = self.catalog.rows_by_ids(changed_msgs)
                 self.indexer.on_messages(self.log.read_rows(list(rows.values())))
                 for sid in changed_sums:
                     self.indexer.on_summary(after[sid])
                 self.indexer.on_removed(removed)
+                self.indexer.follow(conv)
             if changed_sums or removed:
                 self._on_new_day(conv)
             return {

@@ -686,7 +686,18 @@ class BufferedIndex(SearchIndex):
         if self.writable:
             self._commit_pending()
         with self._read_lock:
-            self._guard(self._n_refresh, "refresh")
+            if self.writable:
+                self._guard(self._n_refresh, "refresh")
+                return
+            try:
+                self._n_refresh()
+            except BaseException as exc:  # noqa: BLE001 - retried once below
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                # The writer process may have deleted merged-away segment files
+                # between our reading its table of contents and opening them.
+                time.sleep(0.05)
+                self._guard(self._n_refresh, "refresh")
 
     def search(
         self,
