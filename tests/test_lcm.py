@@ -210,3 +210,13 @@ def test_conversations_are_isolated(tmp_path: Path) -> None:
         assert set(ctx.message_ids) <= set(a)
         assert reachable(v, ctx.summary_ids) <= set(a)
         assert not set(b) & (reachable(v, ctx.summary_ids) | set(ctx.message_ids))
+
+
+def test_anthropic_context_moves_system_messages_to_the_system_text(tmp_path: Path) -> None:
+    with Vault.init(tmp_path, settings=Settings(**SMALL)) as v:
+        v.ingest("c", [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "hi"},
+                       {"role": "assistant", "content": "hello"}])
+        ctx = v.assemble("c", 2000)
+        assert [m["role"] for m in ctx.messages] == ["user", "assistant"]
+        assert ctx.system_prompt_addition.startswith("Be terse.")
+        assert [m["role"] for m in v.assemble("c", 2000, format="openai").messages] == ["system", "user", "assistant"]

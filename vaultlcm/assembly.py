@@ -103,6 +103,14 @@ class AssembledContext:
         }
 
 
+def _plain_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
 def build_units(items: list[ActiveItem], messages: dict[str, Message]) -> list[Unit]:
     units: list[Unit] = []
     open_calls: set[str] = set()
@@ -181,6 +189,7 @@ def _render(
     picked: list[Unit], units: list[Unit], chosen: set[int], system: str, sys_tokens: int, budget: int, fmt: str
 ) -> AssembledContext:
     out: list[dict[str, Any]] = []
+    system_parts: list[str] = []
     total = sys_tokens
     group: list[str] = []
     summary_ids: list[str] = []
@@ -201,7 +210,12 @@ def _render(
             summary_ids.append(u.summary.id)
             continue
         flush()
-        out.extend(formats.to_records(fmt, u.messages))
+        for record in formats.to_records(fmt, u.messages):
+            if fmt == "anthropic" and record.get("role") in ("system", "developer"):
+                # The Messages API takes system text only in its system parameter.
+                system_parts.append(_plain_text(record.get("content")))
+            else:
+                out.append(record)
         message_ids.extend(r.id for r in u.rows)
         total += u.tokens
     flush()
@@ -209,6 +223,8 @@ def _render(
     for idx, u in enumerate(units):
         if idx not in chosen:
             omitted.extend([u.summary.id] if u.summary else [r.id for r in u.rows])
+    if system_parts:
+        system = "\n\n".join([*system_parts, system]).strip()
     return AssembledContext(
         messages=out,
         estimated_tokens=total,
