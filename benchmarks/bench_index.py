@@ -36,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vaultlcm.index.base import IndexDoc, open_index, parse_query  # noqa: E402
+from vaultlcm.index.base import IndexDoc, open_index  # noqa: E402
+from vaultlcm.index.query import parse_query  # noqa: E402
 
 COMMON = (
     "the of and to in is it that for on with as this was be at by not are from or have an but they which you "
@@ -163,7 +164,7 @@ def fts5_query(q: str) -> str:
 
 
 def _fts5_clause(node: object) -> str:
-    from vaultlcm.index.base import QAny, QPhrase, QPhrasePrefix, QPrefix, QTerm
+    from vaultlcm.index.query import QAny, QPhrase, QPhrasePrefix, QPrefix, QTerm
 
     if isinstance(node, QTerm):
         return '"' + " ".join(node.text.replace('"', " ").split()) + '"'

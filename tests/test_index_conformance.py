@@ -16,15 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vaultlcm.errors import IndexError_, UsageError
-from vaultlcm.index.base import (
-    VERSION_FILE,
-    IndexDoc,
-    IndexLocked,
-    IndexUnavailable,
-    SearchIndex,
-    open_index,
-    parse_query,
-)
+from vaultlcm.index.base import IndexDoc, IndexLocked, IndexUnavailable, SearchIndex, open_index
+from vaultlcm.index.buffered import VERSION_FILE
+from vaultlcm.index.query import parse_query
 
 BACKENDS = ["whoosh", "tantivy"]
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,7 @@ Install it with ``pip install 'vaultlcm[tantivy]'``.
 
 * Tokenization: Tantivy's built-in tokenizers split ``snake_case`` and
   ``src/app.py`` apart and cannot emit the whole identifier as well, so the text
-  is tokenized in Python by the same :func:`~vaultlcm.index.base.iter_tokens` as
+  is tokenized in Python by the same :func:`~vaultlcm.index.query.iter_tokens` as
   the Whoosh backend and handed over as a pre-tokenized string. Both backends
   therefore match exactly the same queries.
 * Queries are built through the API (term, phrase, regex-phrase, boolean), never
@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IndexError_
-from .base import BufferedIndex, Filters, IndexDoc, ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm
-from .base import iter_tokens
+from .base import Filters, IndexDoc
+from .buffered import BufferedIndex
+from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, iter_tokens
 
 try:
     import tantivy

@@ -37,8 +37,9 @@ from whoosh.filedb.filestore import FileStorage
 from whoosh.matching.wrappers import RequireMatcher
 
 from ..errors import IndexError_
-from .base import BufferedIndex, Filters, IndexDoc, ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm
-from .base import iter_tokens
+from .base import Filters, IndexDoc
+from .buffered import BufferedIndex
+from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, iter_tokens
 
 #: Expand a prefix into at most this many scored terms; beyond it, match them all
 #: with a constant score (cheaper, and recall is what grep needs).
@@ -46,7 +47,7 @@ MAX_PREFIX_TERMS = 512
 
 
 class VaultTokenizer(Tokenizer):
-    """Whoosh adapter for :func:`vaultlcm.index.base.iter_tokens` (picklable: no state)."""
+    """Whoosh adapter for :func:`vaultlcm.index.query.iter_tokens` (picklable: no state)."""
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self)

@@ -1,16 +1,16 @@
 """Summaries from OpenAI-compatible endpoints (Ollama, vLLM, llama.cpp, DeepSeek, OpenAI).
 
 Uses the official ``openai`` SDK (optional extra ``vaultlcm[openai]``),
-imported on the first request. Only ``POST {base_url}/chat/completions`` is
-used, the one endpoint every compatible server implements. A local endpoint
-(127.0.0.1, localhost, ::1) usually needs no key, so a missing key is allowed
-there; anywhere else it is a configuration error reported at construction.
+imported on the first request (see :mod:`vaultlcm.summarizers.llm`). Only
+``POST {base_url}/chat/completions`` is used, the one endpoint every compatible
+server implements. A local endpoint (127.0.0.1, localhost, ::1) usually needs no
+key, so a missing key is allowed there; anywhere else it is a configuration
+error reported at construction.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,8 +18,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ProviderConfigError, SummarizerError
 from ..settings import Settings
-from .base import SummaryRequest, aggressive_target, output_cap, provider_error, sdk_installed
-from .prompts import bounded_summary_prompt
+from .llm import LLMSummarizer
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 #: Sent as the key to local servers that ignore it (the SDK insists on one).
@@ -38,8 +37,14 @@ def is_local_url(url: str) -> bool:
     return (host or "").lower() in LOCAL_HOSTS
 
 
-class OpenAISummarizer:
+class OpenAISummarizer(LLMSummarizer):
     """Summarizer and ``ask`` backend calling ``POST {openai_base_url}/chat/completions``."""
+
+    sdk_module = "openai"
+    client_class = "OpenAI"
+    sdk_error = "OpenAIError"
+    provider = "OpenAI-compatible"
+    install_hint = _INSTALL_HINT
 
     def __init__(
         self,
@@ -69,81 +74,20 @@ class OpenAISummarizer:
                     "summarizer = \"extractive\" in vaultlcm.toml"
                 )
             key = PLACEHOLDER_KEY
-        self._key = key
-        if not sdk_installed("openai"):
-            raise ProviderConfigError(f"summarizer = \"openai\" needs the openai SDK: {_INSTALL_HINT}")
-        self.timeout = settings.llm_timeout_seconds
-        self.max_retries = settings.llm_max_retries
-        self.max_input_tokens = max_input_tokens or settings.summary_max_input_tokens
-        self.template_dir = template_dir
-        self._client: Any = None
-        self._sdk: Any = None
-        self._lock = threading.Lock()  # compaction may run on a background thread
+        super().__init__(settings, key, template_dir=template_dir, max_input_tokens=max_input_tokens)
 
-    # -- public API --------------------------------------------------------------
-
-    def summarize(self, request: SummaryRequest, *, aggressive: bool = False) -> str:
-        """One summary of ``request`` (bounded input); raises SummarizerError on any provider failure."""
-        system, user = bounded_summary_prompt(
-            request, aggressive=aggressive, max_input_tokens=self.max_input_tokens, override_dir=self.template_dir
-        )
-        target = aggressive_target(request.target_tokens) if aggressive else request.target_tokens
-        return self.complete(system, user, output_cap(target))
-
-    def complete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """Send one user ``prompt`` under ``system``; return the reply's text."""
-        client, sdk = self._connect()
-        try:
-            reply = client.chat.completions.create(
-                model=self.model,
-                # `max_tokens`, not `max_completion_tokens`: the one every
-                # compatible server (Ollama, vLLM, llama.cpp) understands.
-                max_tokens=max_tokens,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}],
-            )
-        except (sdk.OpenAIError, ValueError) as exc:  # ValueError: unparsable JSON body
-            raise self._error(exc) from exc
-        return self._text_of(reply)
-
-    # -- internals ---------------------------------------------------------------
-
-    def _connect(self) -> tuple[Any, Any]:
-        with self._lock:
-            if self._client is None:
-                try:
-                    import openai
-                except ImportError as exc:
-                    raise ProviderConfigError(f"cannot import the openai SDK ({exc}): {_INSTALL_HINT}") from exc
-                try:
-                    self._client = openai.OpenAI(
-                        api_key=self._key,
-                        base_url=self.base_url,
-                        timeout=self.timeout,
-                        max_retries=self.max_retries,
-                    )
-                except Exception as exc:  # e.g. an unusable base URL
-                    raise ProviderConfigError(
-                        f"cannot create the OpenAI client for {self.base_url}: {exc}; "
-                        "check openai_base_url in vaultlcm.toml"
-                    ) from exc
-                self._sdk = openai
-            return self._client, self._sdk
-
-    def _error(self, exc: BaseException) -> SummarizerError:
-        return provider_error(
-            exc,
-            self._sdk,
-            provider="OpenAI-compatible",
+    def _request(self, client: Any, system: str, prompt: str, max_tokens: int) -> Any:
+        return client.chat.completions.create(
             model=self.model,
-            url=self.base_url,
-            timeout=self.timeout,
-            retries=self.max_retries,
-            key_env=self.key_env,
+            # `max_tokens`, not `max_completion_tokens`: the one every
+            # compatible server (Ollama, vLLM, llama.cpp) understands.
+            max_tokens=max_tokens,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": prompt}],
         )
 
     def _text_of(self, reply: Any) -> str:
         """The first choice's text, or SummarizerError when there is none."""
-        where = f"OpenAI-compatible request to {self.base_url} (model {self.model!r})"
+        where = self._where()
         choices = getattr(reply, "choices", None)
         if not isinstance(choices, list) or not choices:
             raise SummarizerError(

@@ -1,0 +1,510 @@
+"""The machinery both backends share: write buffering, the commit thread, the writer lock.
+
+:class:`BufferedIndex` implements :class:`~vaultlcm.index.base.SearchIndex` on
+top of a few ``_n_*`` hooks that each backend fills in with its native calls.
+
+Write path: :meth:`~BufferedIndex.add` only puts documents in a memory buffer; a
+background thread commits them in batches (every ``commit_interval`` seconds or
+``batch_docs`` documents). :meth:`~BufferedIndex.search` flushes first, so a
+search always sees every document added before it. One process at a time may
+write an index (a lock file in the index directory); other processes open it
+read-only and can search.
+
+An index directory holds :data:`VERSION_FILE`, written last when the index is
+created; an index whose schema version or backend does not match raises
+:class:`~vaultlcm.index.base.IndexUnavailable` and must be rebuilt.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import threading
+import time
+import weakref
+from abc import abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from ..errors import IndexError_, UsageError
+from .base import KINDS, Filters, IndexDoc, IndexLocked, IndexUnavailable, SearchHit, SearchIndex
+from .query import ParsedQuery, make_snippet, parse_query
+
+SCHEMA_VERSION = 1
+VERSION_FILE = "vaultlcm-index.json"
+LOCK_FILE = "writer.lock"
+PID_FILE = "writer.pid"
+#: Files of ours that may sit in an index directory before the index exists.
+_OUR_FILES = frozenset({VERSION_FILE, LOCK_FILE, PID_FILE})
+
+_open_indexes: "weakref.WeakSet[BufferedIndex]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:  # pending documents would otherwise die with the daemon thread
+    for ix in list(_open_indexes):
+        try:
+            ix.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+class BufferedIndex(SearchIndex):
+    """Shared machinery: buffering, the commit thread, the writer lock, versioning.
+
+    Backends implement the ``_n_*`` hooks, which only run under ``_write_lock``
+    (writes) or ``_read_lock`` (searches), so they need no locking of their own.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        lock_timeout: float = 10.0,
+        commit_interval: float = 0.5,
+        batch_docs: int = 5000,
+        max_pending: int = 50_000,
+        reset: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        self.commit_interval = commit_interval
+        self.batch_docs = batch_docs
+        self.max_pending = max_pending
+        self._pending: dict[str, IndexDoc | None] = {}  # id -> doc, None = removal
+        self._pending_since = 0.0
+        self._cv = threading.Condition()  # guards _pending and _closing
+        self._write_lock = threading.RLock()  # serializes every native write
+        self._read_lock = threading.RLock()  # serializes native searches
+        self._closing = False
+        self._closed = False
+        self._bg_error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IndexError_(f"cannot create the search index directory {self.path}: {exc}") from exc
+        self._lock = FileLock(str(self.path / LOCK_FILE), thread_local=False)
+        self.writable = False
+        if reset:
+            self._acquire_writer(self.lock_timeout)
+            self._wipe()
+        else:
+            self._try_acquire_writer()
+        try:
+            self._open_or_create()
+        except BaseException:
+            self._release_writer()
+            raise
+        if self.writable:
+            self._start_thread()
+        _open_indexes.add(self)
+
+    # -- locking and opening
+
+    def _try_acquire_writer(self) -> bool:
+        try:
+            self._lock.acquire(timeout=0)
+        except (Timeout, OSError):  # OSError: read-only media; we can still search
+            return False
+        self._became_writer()
+        return True
+
+    def _acquire_writer(self, timeout: float) -> None:
+        try:
+            self._lock.acquire(timeout=timeout)
+        except Timeout:
+            raise IndexLocked(
+                f"another process{self._holder()} holds the search index at {self.path} "
+                f"(waited {timeout:g} s for its writer lock); this process can only search it. "
+                "Stop the other vaultlcm process or retry when it is done."
+            ) from None
+        except OSError as exc:
+            raise IndexError_(f"cannot take the writer lock of the search index at {self.path}: {exc}") from exc
+        self._became_writer()
+
+    def _became_writer(self) -> None:
+        self.writable = True
+        try:
+            (self.path / PID_FILE).write_text(f"{os.getpid()}\n", encoding="ascii")
+        except OSError:
+            pass  # only used to name the holder in error messages
+
+    def _holder(self) -> str:
+        try:
+            pid = (self.path / PID_FILE).read_text(encoding="ascii").strip()
+        except OSError:
+            return ""
+        return f" (pid {pid})" if pid.isdigit() else ""
+
+    def _release_writer(self) -> None:
+        if self.writable:
+            self.writable = False
+            try:
+                self._lock.release()
+            except Exception:  # noqa: BLE001 - releasing must not mask the real error
+                pass
+
+    def _wipe(self) -> None:
+        """Delete everything in the index directory but our lock files."""
+        # An index directory holds only flat files (and our merge-* scratch dirs):
+        # refuse to empty anything else, such as a vault passed by mistake.
+        odd = [p.name for p in self.path.iterdir()
+               if (p.is_dir() and not p.name.startswith("merge-")) or p.suffix == ".md" or p.name == "vaultlcm.toml"]
+        if odd:
+            self._release_writer()
+            raise UsageError(
+                f"refusing to reset {self.path}: it does not look like a search index directory "
+                f"(it holds {', '.join(sorted(odd)[:3])}). Point the index at its own directory."
+            )
+        for p in self.path.iterdir():
+            if p.name in (LOCK_FILE, PID_FILE):
+                continue
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+
+    def _read_version(self) -> dict[str, Any] | None:
+        vf = self.path / VERSION_FILE
+        try:
+            raw = vf.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise IndexUnavailable(f"cannot read {vf}: {exc}. Rebuild it with `vaultlcm reindex`.") from exc
+        try:
+            meta = json.loads(raw)
+        except ValueError:
+            meta = None
+        if not isinstance(meta, dict):
+            raise IndexUnavailable(f"{vf} is not valid JSON. Rebuild the index with `vaultlcm reindex`.")
+        return meta
+
+    def _open_or_create(self) -> None:
+        meta = self._read_version()
+        if meta is None:
+            others = [p.name for p in self.path.iterdir() if p.name not in _OUR_FILES]
+            if others:
+                raise IndexUnavailable(
+                    f"{self.path} holds files ({', '.join(sorted(others)[:3])}...) but no {VERSION_FILE}: "
+                    "not a vaultlcm index, or one whose creation was interrupted. "
+                    "Rebuild it with `vaultlcm reindex`."
+                )
+            if not self.writable:
+                # Another process holds the lock and is creating the index right now.
+                deadline = time.monotonic() + self.lock_timeout
+                while meta is None and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    meta = self._read_version()
+                if meta is None:
+                    raise IndexLocked(
+                        f"the search index at {self.path} is being created by another process{self._holder()}; "
+                        "retry when it is done."
+                    )
+            else:
+                self._guard(self._n_create, "create")
+                tmp = self.path / (VERSION_FILE + ".tmp")
+                payload = {"format": "vaultlcm-index", "schema_version": SCHEMA_VERSION, "backend": self.backend}
+                tmp.write_text(json.dumps(payload, sort_keys=True) + "\n", encoding="utf-8")
+                os.replace(tmp, self.path / VERSION_FILE)  # last: its presence means "complete"
+                return
+        if meta.get("schema_version") != SCHEMA_VERSION or meta.get("backend") != self.backend:
+            raise IndexUnavailable(
+                f"the search index at {self.path} is {meta.get('backend')!r} schema version "
+                f"{meta.get('schema_version')!r}; this vaultlcm needs {self.backend!r} version {SCHEMA_VERSION}. "
+                "Rebuild it with `vaultlcm reindex`."
+            )
+        self._guard(self._n_open, "open")
+
+    def _guard(self, fn: Callable[..., Any], what: str, *args: Any) -> Any:
+        """Run a native call; unexpected backend failures become IndexUnavailable."""
+        try:
+            return fn(*args)
+        except (IndexError_, UsageError, KeyboardInterrupt, SystemExit, GeneratorExit):
+            raise
+        # Corrupt files surface as many types (struct, zlib, pickle, OSError ...) and
+        # tantivy panics as pyo3's PanicException, which is not an Exception.
+        except BaseException as exc:
+            raise IndexUnavailable(
+                f"the {self.backend} search index at {self.path} failed to {what} "
+                f"({type(exc).__name__}: {exc}). Rebuild it with `vaultlcm reindex`."
+            ) from exc
+
+    def _ensure_writer(self) -> None:
+        if self._closed:
+            raise IndexError_(f"the search index at {self.path} is closed")
+        if self.writable:
+            return
+        with self._write_lock:
+            if self.writable:
+                return
+            self._acquire_writer(self.lock_timeout)
+            try:
+                self._guard(self._n_become_writer, "open for writing")
+            except BaseException:
+                self._release_writer()
+                raise
+            self._start_thread()
+
+    # -- background commits
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"vaultlcm-index-{self.backend}", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                if not self._pending and not self._closing:
+                    self._cv.wait(timeout=self._idle_wait())
+                # Let a batch build up for commit_interval, unless it is already full.
+                while self._pending and not self._closing and len(self._pending) < self.batch_docs:
+                    left = self._pending_since + self.commit_interval - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(timeout=left)
+                if self._closing:
+                    return
+            try:
+                self._commit_pending()
+                self._bg_error = None
+            except BaseException as exc:  # noqa: BLE001 - the batch went back to the buffer;
+                self._bg_error = exc  # flush() retries it in the caller's thread and raises there
+                with self._cv:
+                    self._cv.wait(timeout=1.0)  # don't spin on a broken index
+            try:
+                with self._write_lock:
+                    if not self._closed:
+                        self._n_maintain()
+            except Exception:  # noqa: BLE001 - maintenance is an optimization only
+                pass
+
+    def _idle_wait(self) -> float | None:
+        """How long the idle thread sleeps before calling ``_n_maintain`` again."""
+        return None
+
+    def _commit_pending(self) -> None:
+        with self._write_lock:
+            with self._cv:
+                batch, self._pending = self._pending, {}
+            if not batch:
+                return
+            upserts = [d for d in batch.values() if d is not None]
+            deletes = [i for i, d in batch.items() if d is None]
+            try:
+                self._guard(self._n_apply, "commit", upserts, deletes)
+            except BaseException:
+                with self._cv:  # put the batch back; anything added since is newer and wins
+                    batch.update(self._pending)
+                    self._pending = batch
+                raise
+
+    def _enqueue(self, items: Iterable[tuple[str, IndexDoc | None]]) -> None:
+        self._ensure_writer()
+        with self._cv:
+            pending = self._pending
+            was_empty = not pending
+            for key, doc in items:
+                pending[key] = doc
+            size = len(pending)
+            if was_empty:  # wake the committer: the batch's clock starts now
+                self._pending_since = time.monotonic()
+                self._cv.notify()
+            elif size >= self.batch_docs:
+                self._cv.notify()
+        if size >= self.max_pending:  # the committer can't keep up: apply back-pressure
+            self.flush()
+
+    # -- public API
+
+    def add(self, docs: Iterable[IndexDoc]) -> None:
+        """Upsert documents by id. Cheap: they are committed by the background thread."""
+
+        def items() -> Iterator[tuple[str, IndexDoc]]:
+            for d in docs:
+                if d.kind not in KINDS:
+                    raise UsageError(f"index document {d.id!r} has kind {d.kind!r}; expected one of {KINDS}")
+                yield d.id, d
+
+        self._enqueue(list(items()))
+
+    def remove(self, ids: Iterable[str]) -> None:
+        """Remove documents by id; buffered like :meth:`add`."""
+        self._enqueue([(i, None) for i in ids])
+
+    def flush(self) -> None:
+        """Commit pending documents (writer) or pick up other processes' commits (reader)."""
+        if self._closed:
+            raise IndexError_(f"the search index at {self.path} is closed")
+        if self.writable:
+            self._commit_pending()
+        with self._read_lock:
+            if self.writable:
+                self._guard(self._n_refresh, "refresh")
+                return
+            try:
+                self._n_refresh()
+            except BaseException as exc:  # noqa: BLE001 - retried once below
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    raise
+                # The writer process may have deleted merged-away segment files
+                # between our reading its table of contents and opening them.
+                time.sleep(0.05)
+                self._guard(self._n_refresh, "refresh")
+
+    def search(
+        self,
+        query: str,
+        *,
+        kind: str | None = None,
+        conversations: Sequence[str] | None = None,
+        since: float | None = None,
+        before: float | None = None,
+        limit: int = 20,
+    ) -> list[SearchHit]:
+        if kind is not None and kind not in KINDS:
+            raise UsageError(f"search kind must be one of {KINDS} or None, not {kind!r}")
+        if isinstance(conversations, str):
+            conversations = [conversations]
+        pq = parse_query(query)
+        if not pq.clauses or limit <= 0 or (conversations is not None and not conversations):
+            return []
+        filters = Filters(kind, tuple(conversations) if conversations is not None else None, since, before)
+        self.flush()
+        with self._read_lock:
+            return self._guard(self._ranked, "search", pq, filters, limit)
+
+    def _ranked(self, pq: ParsedQuery, filters: Filters, limit: int) -> list[SearchHit]:
+        # Fetch a few more than asked so that ties at the cut can be ordered newest
+        # first; fetch more while the tie runs past the end of what was fetched.
+        n = limit + 10
+        while True:
+            raw = self._n_search(pq, filters, n)
+            if len(raw) < n or round(raw[-1][0], 6) < round(raw[limit - 1][0], 6) or n > limit + 5000:
+                break
+            n *= 4
+        raw.sort(key=lambda r: (-round(r[0], 6), -r[1]))
+        top = raw[:limit]
+        stored = self._n_load([r[2] for r in top])
+        return [
+            SearchHit(id=f["id"], kind=f["kind"], conversation=f["conversation"], score=float(score),
+                      snippet=make_snippet(f["text"], pq), at=float(at))
+            for (score, at, _ref), f in zip(top, stored)
+        ]
+
+    def rebuild(self, docs: Iterable[IndexDoc], progress: Callable[[int], None] | None = None) -> int:
+        """Drop everything and index ``docs`` with the backend's bulk path.
+
+        Ids should be unique; when one repeats, the last version wins (like add).
+        Documents added while the rebuild runs are applied after it.
+        """
+        self._ensure_writer()
+        with self._write_lock:
+            with self._cv:
+                self._pending.clear()  # superseded: the rebuild indexes the source of truth
+            later: dict[str, IndexDoc] = {}
+            seen: set[str] = set()
+
+            def unique() -> Iterator[IndexDoc]:
+                for i, d in enumerate(docs, 1):
+                    if d.kind not in KINDS:
+                        raise UsageError(f"index document {d.id!r} has kind {d.kind!r}; expected one of {KINDS}")
+                    if d.id in seen:
+                        later[d.id] = d
+                    else:
+                        seen.add(d.id)
+                        yield d
+                    if progress is not None and i % 1000 == 0:
+                        progress(i)
+
+            self._guard(self._n_rebuild, "rebuild", unique())
+            if later:
+                self._guard(self._n_apply, "commit", list(later.values()), [])
+            if progress is not None:
+                progress(len(seen))
+        with self._read_lock:
+            self._guard(self._n_refresh, "refresh")
+        return len(seen)
+
+    def stored_hashes(self) -> dict[str, str]:
+        self.flush()
+        with self._read_lock:
+            return self._guard(self._n_hashes, "read")
+
+    def count(self) -> int:
+        self.flush()
+        with self._read_lock:
+            return int(self._guard(self._n_count, "read"))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            if self.writable:
+                self._commit_pending()
+        finally:
+            self._closed = True
+            with self._write_lock, self._read_lock:
+                try:
+                    self._n_close()
+                finally:
+                    self._release_writer()
+            _open_indexes.discard(self)
+
+    # -- backend hooks
+
+    @abstractmethod
+    def _n_create(self) -> None:
+        """Create an empty native index in ``self.path`` (we hold the writer lock)."""
+
+    @abstractmethod
+    def _n_open(self) -> None:
+        """Open the existing native index (writable or not); fail loudly if unusable."""
+
+    def _n_become_writer(self) -> None:
+        """Called when a read-only instance obtains the writer lock later."""
+
+    @abstractmethod
+    def _n_apply(self, upserts: list[IndexDoc], deletes: list[str]) -> None:
+        """Commit one batch: upsert ``upserts`` by id, delete ``deletes``."""
+
+    @abstractmethod
+    def _n_refresh(self) -> None:
+        """Make the searcher see the latest commit."""
+
+    @abstractmethod
+    def _n_search(self, pq: ParsedQuery, filters: Filters, n: int) -> list[tuple[float, float, Any]]:
+        """Top ``n`` matches as ``(score, at, ref)``, best first; ``ref`` feeds ``_n_load``."""
+
+    @abstractmethod
+    def _n_load(self, refs: list[Any]) -> list[dict[str, Any]]:
+        """Stored ``id``, ``kind``, ``conversation`` and ``text`` for each ref."""
+
+    @abstractmethod
+    def _n_rebuild(self, docs: Iterator[IndexDoc]) -> None:
+        """Replace the index content with ``docs`` (unique ids) in one commit."""
+
+    @abstractmethod
+    def _n_hashes(self) -> dict[str, str]: ...
+
+    @abstractmethod
+    def _n_count(self) -> int: ...
+
+    @abstractmethod
+    def _n_close(self) -> None: ...
+
+    def _n_maintain(self) -> None:
+        """Background housekeeping between commits (e.g. merging segments)."""
+
