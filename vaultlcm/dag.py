@@ -18,6 +18,7 @@ messages no summary covers, in conversation order.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,19 @@ _COLUMNS = (
     "id, conv, path, size, mtime_ns, kind, depth, earliest_at, latest_at, first_seq, last_seq, descendant_count, "
     "source_tokens, token_count, summarizer, prompt, level, gen_hash, body_hash, sources_hash, sources, body, parent, stale"
 )
+
+
+def _bump(db: "sqlite3.Connection", conv: str) -> None:
+    """Count changes to a conversation's summaries, so followers can tell cheaply that something changed."""
+    db.execute(
+        "INSERT INTO meta(key, value) VALUES(?, '1') ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+        (f"summaries_gen:{conv}",),
+    )
+
+
+def summaries_generation(catalog: Catalog, conv: str) -> str:
+    rows = catalog.execute("SELECT value FROM meta WHERE key=?", (f"summaries_gen:{conv}",))
+    return rows[0][0] if rows else "0"
 
 
 @dataclass(frozen=True)
@@ -142,6 +156,7 @@ class Dag:
                 db.execute("DELETE FROM note_files WHERE path=?", (rel,))
                 if sid:
                     db.execute("DELETE FROM summaries WHERE id=? AND path=?", (sid, rel))
+                    _bump(db, conv)
             report.changed += 1
         for rel, path in sorted(on_disk.items()):
             st = path.stat()
@@ -182,6 +197,7 @@ class Dag:
     def _store(self, conv: str, rel: str, size: int, mtime_ns: int, fm: SummaryFrontmatter, body: str) -> None:
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM summaries WHERE id=? AND path<>?", (fm.id, rel))
+            _bump(db, conv)
             db.execute(
                 f"INSERT OR REPLACE INTO summaries({_COLUMNS}) VALUES({','.join('?' * 24)})",
                 (
@@ -302,6 +318,7 @@ class Dag:
             last[r.id] = max(seqs) if seqs else None
             stale[r.id] = int(digest != r.sources_hash)
         with self.catalog.transaction() as db:
+            _bump(db, conv)
             db.execute("DELETE FROM coverage WHERE conv=?", (conv,))
             db.execute("UPDATE messages SET covered=NULL WHERE conv=? AND covered IS NOT NULL", (conv,))
             db.execute("DELETE FROM problems WHERE conv=? AND kind='dag'", (conv,))

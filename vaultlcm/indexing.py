@@ -55,7 +55,7 @@ class IndexKeeper:
         # other processes (already in the shared catalog) can be followed cheaply.
         self._msg_mark: dict[str, int] = {}
         self._sum_known: dict[str, dict[str, str]] = {}
-        self._sum_print: dict[str, tuple[int, int, float, float]] = {}
+        self._sum_print: dict[str, str] = {}
 
     @property
     def is_open(self) -> bool:
@@ -66,11 +66,13 @@ class IndexKeeper:
             path = self.vault.layout.index_dir
             backend = self.vault.settings.index_backend
             try:
-                self._index = open_index(backend, path)
+                # A process that is not the index's writer searches what is there rather than
+                # waiting long for another process (an agent, the MCP server) to let go.
+                self._index = open_index(backend, path, lock_timeout=1.0)
             except IndexUnavailable:
                 # Derived state: a damaged index is simply rebuilt from the files.
                 shutil.rmtree(path, ignore_errors=True)
-                self._index = open_index(backend, path, reset=True)
+                self._index = open_index(backend, path, reset=True, lock_timeout=1.0)
                 self._caught_up = False
         return self._index
 
@@ -159,12 +161,13 @@ class IndexKeeper:
             self.on_messages(v.log.read_rows(rows))
             self._msg_mark[conv] = max(r.seq for r in rows)
             added += len(rows)
-        # A cheap fingerprint first: summaries change only when notes are written or edited.
-        [fingerprint] = v.catalog.execute(
-            "SELECT COUNT(*), COALESCE(MAX(mtime_ns), 0), TOTAL(mtime_ns), TOTAL(size) FROM summaries WHERE conv=?", (conv,))
-        if self._sum_print.get(conv) == fingerprint:
+        # A cheap check first: the catalog counts every change to a conversation's summaries.
+        from .dag import summaries_generation
+
+        generation = summaries_generation(v.catalog, conv)
+        if self._sum_print.get(conv) == generation:
             return added
-        self._sum_print[conv] = fingerprint
+        self._sum_print[conv] = generation
         known = self._sum_known.setdefault(conv, {})
         current = {sid: h for sid, h, parent in v.catalog.execute(
             "SELECT id, body_hash, parent FROM summaries WHERE conv=?", (conv,)) if parent != "!invalid"}
