@@ -73,6 +73,11 @@ def main() -> None:
     ap.add_argument("--json", dest="json_out")
     args = ap.parse_args()
     msgs = list(synthetic_messages(args.messages, seed=args.seed))
+    # The shared generator makes every fourth message a "Decided: ..." line; real chatter is
+    # mostly not decisions, so tone those down to let planted decisions stand out as in life.
+    for m in msgs:
+        if isinstance(m["content"], str):
+            m["content"] = m["content"].replace("Decided: ", "Looked at ").replace(". Next: update", ", then opened")
     planted = plant(msgs, args.facts, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         with Vault.init(Path(tmp)) as v:
