@@ -294,7 +294,8 @@ def expand(obj: Context, item_id: str, max_tokens: int | None, depth: int | None
         click.echo(f"== {m['id']} · {m['role']} · {m.get('timestamp', '')}")
         click.echo(msg.searchable_text())
     if r["truncated"]:
-        click.echo(f"(truncated at {r['tokens']} tokens; {r.get('omitted_messages', 0)} messages left out; "
+        left = f"{r.get('omitted_messages', 0)} messages left out; " if r.get("omitted_messages") else ""
+        click.echo(f"(cut at the {max_tokens or 'default'}-token cap after {r['tokens']} tokens; {left}"
                    f"expand these next: {', '.join(r['omitted'][:10])})", err=True)
 
 

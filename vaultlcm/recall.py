@@ -287,13 +287,19 @@ def expand(vault: "Vault", item_id: str, *, max_tokens: int | None = None, depth
     truncated = False
     for s in remaining_summaries:
         cost = s.token_count + 20
+        text = s.body
         if used + cost > cap:
             truncated = True
             omitted.append(s.id)
-            continue
+            room = cap - used - 40
+            if room < 64:
+                continue
+            # Better the start of a summary than nothing: cut it, and say so.
+            text = truncate_to_tokens(s.body, room) + f" …[cut: expand {s.id} for the rest]"
+            cost = count_tokens(text) + 20
         used += cost
         summaries_out.append({"id": s.id, "kind": s.kind, "depth": s.depth, "descendant_count": s.descendant_count,
-                              "earliest_at": s.earliest_at, "latest_at": s.latest_at, "text": s.body})
+                              "earliest_at": s.earliest_at, "latest_at": s.latest_at, "text": text})
     rows = vault.catalog.rows_by_ids(message_ids)
     ordered = [rows[i] for i in message_ids if i in rows]
     messages_out: list[dict[str, Any]] = []
