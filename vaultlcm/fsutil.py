@@ -45,6 +45,12 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True) -> bool:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:
+        # mkstemp makes 0600 files; a note should read like any other file (or keep its mode).
+        try:
+            mode = path.stat().st_mode & 0o777
+        except FileNotFoundError:
+            mode = 0o644
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -140,6 +140,19 @@ def init_vault(root: Path, settings_text: str) -> list[str]:
         if not path.exists():
             atomic_write(path, text.encode("utf-8"))
             written.append(layout.relative(path))
+    # Obsidian styling for the log callouts; appearance.json only when Obsidian has none yet,
+    # so a person's own settings are never touched.
+    from importlib import resources
+
+    css = resources.files("vaultlcm.data").joinpath("vaultlcm.css").read_bytes()
+    snippet = root / ".obsidian" / "snippets" / "vaultlcm.css"
+    if not snippet.exists():
+        atomic_write(snippet, css)
+        written.append(layout.relative(snippet))
+    appearance = root / ".obsidian" / "appearance.json"
+    if not appearance.exists():
+        atomic_write(appearance, b'{\n  "enabledCssSnippets": [\n    "vaultlcm"\n  ]\n}\n')
+        written.append(layout.relative(appearance))
     layout.conversations_dir.mkdir(exist_ok=True)
     layout.state_dir.mkdir(exist_ok=True)
     return written
