@@ -68,7 +68,7 @@ def examine(vault: "Vault", *, check_index: bool = True) -> DoctorReport:
     for conv in vault.conversations():
         vault._fully_synced.discard(conv)
         vault.sync(conv)
-    for path, conv, kind, detail in vault.catalog.execute("SELECT path, conv, kind, detail FROM problems ORDER BY path"):
+    for path, _conv, kind, detail in vault.catalog.execute("SELECT path, conv, kind, detail FROM problems ORDER BY path"):
         label = {"invalid": "invalid_note", "dag": "broken_link", "log_edit": "log_edit"}.get(kind, kind)
         if "cycle" in detail or "not below" in detail:
             label = "cycle"

@@ -155,8 +155,8 @@ class _Renderer:
 
     def text(self, path: list[Any], text: str, header: list[str], *, fenced: bool = False) -> None:
         if self._is_large(text) or (len(text) >= MIN_BASE64_CHARS and _BASE64ISH.match(text)):
-            lines = text.count("\n") + 1
-            preview = f"· payload, {self.count_tokens(text):,} tokens, {lines:,} lines"
+            nlines = text.count("\n") + 1
+            preview = f"· payload, {self.count_tokens(text):,} tokens, {nlines:,} lines"
             self._file_part(path, header, text.encode("utf-8"), "txt", "text", preview)
             return
         if _UNSAFE.search(text):

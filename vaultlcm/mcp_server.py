@@ -75,8 +75,8 @@ def _load_sdk() -> tuple[Any, type[Exception]]:
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError:
         try:
-            from mcp.server.fastmcp import FastMCP as server_cls  # mcp 1.x
-            from mcp.server.fastmcp.exceptions import ToolError
+            from mcp.server.fastmcp import FastMCP as server_cls  # type: ignore[attr-defined,no-redef]  # mcp 1.x
+            from mcp.server.fastmcp.exceptions import ToolError  # type: ignore[no-redef]
         except ImportError:
             raise ProviderConfigError(MCP_MISSING) from None
     return server_cls, ToolError

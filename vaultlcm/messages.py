@@ -93,7 +93,7 @@ class Message(BaseModel):
         if self.timestamp is not None:
             record.setdefault("timestamp", self.timestamp)
         # keep the natural key order: id, role, timestamp first
-        ordered = {k: record[k] for k in ("id", "role", "timestamp", "content") if k in record}
+        ordered: dict[str, JsonValue] = {k: record[k] for k in ("id", "role", "timestamp", "content") if k in record}
         ordered.update({k: v for k, v in record.items() if k not in ordered})
         return ordered
 

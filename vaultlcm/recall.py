@@ -320,9 +320,7 @@ def expand(vault: "Vault", item_id: str, *, max_tokens: int | None = None, depth
             leaf = leaf_of.get(r.id) or vault.catalog.get(r.id).covered  # type: ignore[union-attr]
             if leaf and leaf not in omitted:
                 omitted.append(leaf)
-    for r, msg in vault.log.read_rows(fitting):
-        rec = msg.to_export()
-        messages_out.append(rec)
+    messages_out.extend(msg.to_export() for _, msg in vault.log.read_rows(fitting))
     left = len(ordered) - len(fitting)
     return {
         "id": item_id,

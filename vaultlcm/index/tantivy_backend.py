@@ -202,8 +202,8 @@ class TantivyIndex(BufferedIndex):
                 return Query.regex_query(schema, "text", _regex_literal(node.text) + ".*")
             return Query.boolean_query([(Occur.Should, Query.term_query(schema, "text", t)) for t, _ in terms])
         if isinstance(node, QPhrasePrefix):
-            words = [_regex_literal(w) for w in node.words]
-            words[-1] += ".*"
+            words: list[str | tuple[int, str]] = [_regex_literal(w) for w in node.words[:-1]]
+            words.append(_regex_literal(node.words[-1]) + ".*")
             return Query.regex_phrase_query(schema, "text", words)
         assert isinstance(node, QAny)
         return Query.boolean_query([(Occur.Should, self._compile(o)) for o in node.options])
