@@ -168,6 +168,8 @@ def status(obj: Context, as_json: bool) -> None:
             f"{c['conversation']}: {c['messages']} messages, {c['tokens']} tokens, {c['days']} day(s), "
             f"{c['first_at']} .. {c['last_at']}"
         )
+        depth = f", depth {c['max_depth']}" if c["max_depth"] is not None else ""
+        click.echo(f"  {c['summaries']} summaries{depth}; active context {c['active_items']} items, {c['active_tokens']} tokens")
 
 
 @cli.command()

@@ -312,12 +312,21 @@ class Vault:
         return assemble_units(units, budget, fresh_tail_count=self.settings.fresh_tail_count, fmt=fmt)
 
     def status(self) -> dict[str, Any]:
-        """Per conversation: message count, tokens, days, first and last message time."""
+        """Per conversation: messages, tokens, days, time span, summaries and the active context."""
+        from .compaction import item_tokens
+
         for conv in self.conversations():
-            self.log.sync(conv)
+            self.sync(conv)
         convs = []
         for conv, count, tokens, days, first, last in self.catalog.stats():
-            convs.append({"conversation": conv, "messages": count, "tokens": tokens, "days": days, "first_at": first, "last_at": last})
+            summaries = self.dag.all(conv)
+            active = self.dag.active(conv)
+            convs.append({
+                "conversation": conv, "messages": count, "tokens": tokens, "days": days, "first_at": first,
+                "last_at": last, "summaries": len(summaries),
+                "max_depth": max((s.depth for s in summaries), default=None),
+                "active_items": len(active), "active_tokens": sum(item_tokens(i) for i in active),
+            })
         return {"vault": str(self.root), "conversations": convs}
 
     # -- recall ------------------------------------------------------------------
