@@ -84,11 +84,11 @@ def cli(ctx: click.Context, vault_path: str | None) -> None:
 @handle_errors
 def init(ctx: click.Context, path: str | None) -> None:
     """Create a vault (settings, .gitignore, .gitattributes); safe to run twice."""
-    from .layout import init_vault
-    from .settings import default_toml
+    from .vault import Vault
 
     root = Path(path) if path else ctx.obj.vault_path
-    written = init_vault(root, default_toml())
+    with Vault.init(root) as vault:
+        written = vault.created_files
     if written:
         click.echo(f"Initialized vault in {root.resolve()} (wrote {', '.join(written)})")
     else:

@@ -71,6 +71,7 @@ class Vault:
         self._lock = threading.RLock()
         self._closed = False
         self._fully_synced: set[str] = set()
+        self.created_files: list[str] = []
 
     def _make_summarizer(self) -> Summarizer:
         from .summarizers import make_summarizer
@@ -81,9 +82,14 @@ class Vault:
 
     @classmethod
     def init(cls, root: str | os.PathLike[str], **kwargs: Any) -> "Vault":
-        """Create a vault at ``root`` (safe to repeat) and open it."""
-        init_vault(Path(root), default_toml())
-        return cls(root, **kwargs)
+        """Create a vault at ``root`` (safe to repeat) and open it.
+
+        ``created_files`` on the result lists what this call wrote (empty the second time).
+        """
+        written = init_vault(Path(root), default_toml())
+        vault = cls(root, **kwargs)
+        vault.created_files = written
+        return vault
 
     def close(self) -> None:
         if not self._closed:
