@@ -33,7 +33,8 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except VaultLCMError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            # One line, whatever the message holds: scripts read the first line of stderr.
+            click.echo("Error: " + " ".join(str(exc).split()), err=True)
             sys.exit(exc.exit_code)
         except BrokenPipeError:
             sys.exit(0)
