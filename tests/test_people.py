@@ -281,3 +281,25 @@ def test_note_moved_into_a_subfolder_keeps_its_identity(tmp_path: Path) -> None:
     assert v.catalog.get(ids[0]).covered == leaf.id
     assert v.dag.get(leaf.id).path.endswith("archive/renamed note.md")
     v.close()
+
+
+def test_engine_with_watch_sees_a_correction(tmp_path: Path) -> None:
+    from vaultlcm import Engine
+
+    v, ids = build(tmp_path)
+    v.close()
+    eng = Engine(tmp_path, "c", settings=Settings(**SMALL), watch=True)
+    eng.bootstrap()
+    try:
+        leaf = leaf_of(eng.vault, ids[0])
+        path = tmp_path / leaf.path
+        path.write_text(path.read_text() + "Corrected by hand: WATCHED-FIX\n")
+        import time
+
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not eng.vault.dag.get(leaf.id).human_owned:
+            time.sleep(0.05)
+        assert eng.vault.dag.get(leaf.id).human_owned
+        assert "WATCHED-FIX" in eng.call_tool("lcm_grep", {"pattern": "WATCHED-FIX"})
+    finally:
+        eng.dispose()

@@ -72,6 +72,7 @@ class Engine:
         depth: int = 0,
         max_depth: int = 2,
         token_cap: int | None = None,
+        watch: bool = False,
     ) -> None:
         self.conversation = validate_conversation_name(conversation)
         if isinstance(vault, Vault):
@@ -86,6 +87,9 @@ class Engine:
         self.depth = depth
         self.max_depth = max_depth
         self.token_cap = token_cap
+        # With watch=True, edits people make in Obsidian reach this engine within about a second.
+        self._watch = watch
+        self._watcher: Any = None
         self._lock = threading.RLock()
         self._wake = threading.Condition(self._lock)
         self._pending = False
@@ -106,6 +110,8 @@ class Engine:
                 self.vault.sync(self.conversation)
             # A long-lived engine keeps the index open so new messages are searchable at once.
             self.vault.indexer.open()
+            if self._watch and self._watcher is None:
+                self._watcher = self.vault.watch()
             return self.info()
 
     def info(self) -> dict[str, Any]:
@@ -244,6 +250,9 @@ class Engine:
             worker = self._worker
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout=self.settings.lock_timeout_seconds + 60)
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
         if self._owns_vault:
             self.vault.close()
 
