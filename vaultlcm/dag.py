@@ -369,20 +369,30 @@ class Dag:
         items.sort(key=lambda it: (it.position, 0 if it.kind == "summary" else 1))
         return items
 
-    def ancestors_top(self, item_id: str) -> str | None:
-        """The top-level summary covering a message or summary (None if it is itself active)."""
-        row = self.catalog.get(item_id)
-        current = row.covered if row is not None else None
-        if row is None:
-            s = self.get(item_id)
-            current = s.parent if s is not None else None
+    def ancestors_top(self, item_id: str, cache: dict[str, str | None] | None = None) -> str | None:
+        """The top-level summary covering a message or summary (None if it is itself active).
+
+        ``cache`` (parent of each summary id) lets a caller resolving many hits share the walk.
+        """
+        cache = {} if cache is None else cache
+
+        def parent_of(sid: str) -> str | None:
+            if sid not in cache:
+                rows = self.catalog.execute("SELECT parent FROM summaries WHERE id=?", (sid,))
+                cache[sid] = rows[0][0] if rows else None
+            return cache[sid]
+
+        if item_id.startswith("sum_"):
+            current = parent_of(item_id)
+        else:
+            rows = self.catalog.execute("SELECT covered FROM messages WHERE id=?", (item_id,))
+            current = rows[0][0] if rows else None
         top = None
         seen: set[str] = set()
         while current and current not in seen and current != "!invalid":
             seen.add(current)
             top = current
-            s = self.get(current)
-            current = s.parent if s is not None else None
+            current = parent_of(current)
         return top
 
 

@@ -31,8 +31,11 @@ def _ts(text: str) -> float:
 
 
 def message_doc(row: "MessageRow", msg: Message) -> IndexDoc:
+    # Tool call ids are searchable too: an agent often has one in hand (call_0042, toolu_01…).
+    ids = " ".join([*msg.tool_call_ids, *msg.tool_result_ids])
+    text = msg.searchable_text() + ("\n" + ids if ids else "")
     return IndexDoc(
-        id=row.id, kind="message", conversation=row.conv, text=msg.searchable_text(), at=_ts(row.at),
+        id=row.id, kind="message", conversation=row.conv, text=text, at=_ts(row.at),
         role=row.role, depth=-1, content_hash=row.hash,
     )
 

@@ -87,8 +87,9 @@ def grep(
         found = index.search(pattern, kind=kind, conversations=convs, since=since, before=before, limit=limit)
         hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score) for h in found]
         partial = False
+    parents: dict[str, str | None] = {}
     for h in hits:
-        h.covered_by = vault.dag.ancestors_top(h.id)
+        h.covered_by = vault.dag.ancestors_top(h.id, parents)
     return hits, partial
 
 

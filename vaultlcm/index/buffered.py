@@ -383,11 +383,13 @@ class BufferedIndex(SearchIndex):
 
     def _ranked(self, pq: ParsedQuery, filters: Filters, limit: int) -> list[SearchHit]:
         # Fetch a few more than asked so that ties at the cut can be ordered newest
-        # first; fetch more while the tie runs past the end of what was fetched.
+        # first; fetch more once if the tie runs past the end of what was fetched.
+        # Only once: on common words thousands of documents can tie, and each
+        # re-search costs a full scoring pass (seconds on Whoosh at 100k docs).
         n = limit + 10
         while True:
             raw = self._n_search(pq, filters, n)
-            if len(raw) < n or round(raw[-1][0], 6) < round(raw[limit - 1][0], 6) or n > limit + 5000:
+            if len(raw) < n or round(raw[-1][0], 6) < round(raw[limit - 1][0], 6) or n >= limit * 4:
                 break
             n *= 4
         raw.sort(key=lambda r: (-round(r[0], 6), -r[1]))
