@@ -215,3 +215,25 @@ def test_example_agent_loop_against_fake_server(tmp_path: Path, fake_llm: FakeLL
         msgs = v.export("demo")
     assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant"]
     assert msgs[2]["content"][0]["type"] == "tool_result"
+
+
+def test_index_marks_skip_the_full_catch_up_and_miss_nothing(tmp_path: Path) -> None:
+    from vaultlcm.indexing import MARKS_FILE
+
+    with Vault.init(tmp_path) as v:
+        [a] = v.ingest("c", [{"role": "user", "content": "first note ALPHA-1"}])
+        assert v.grep("ALPHA-1")["hits"]
+    marks = tmp_path / ".vaultlcm/index" / MARKS_FILE
+    assert marks.exists(), "a clean close leaves marks"
+    with Vault(tmp_path) as v:  # another process appends without touching the index
+        v.ingest("c", [{"role": "user", "content": "second note BETA-2"}])
+    log = next((tmp_path / "conversations/c/logs").iterdir())
+    log.write_text(log.read_text().replace("first note ALPHA-1", "first note ALPHA-1 GAMMA-3"))  # a person edits the log
+    with Vault(tmp_path) as v:
+        assert v.indexer._load_marks(v.indexer.open()), "the marks of a clean close are trusted"
+        assert [h["id"] for h in v.grep("BETA-2")["hits"]]
+        assert [h["id"] for h in v.grep("GAMMA-3")["hits"]] == [a]
+    # marks from another catalog are not trusted: delete the catalog, hits stay right
+    (tmp_path / ".vaultlcm/catalog.sqlite").unlink()
+    with Vault(tmp_path) as v:
+        assert [h["id"] for h in v.grep("GAMMA-3")["hits"]] == [a]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from pathlib import Path
 from .errors import CorruptVaultError
 from .logcodec import ParsedEntry, iter_entries
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS logs(
@@ -47,6 +48,7 @@ CREATE TABLE IF NOT EXISTS coverage(msg_id TEXT PRIMARY KEY, conv TEXT NOT NULL,
 CREATE INDEX IF NOT EXISTS coverage_summary ON coverage(summary_id);
 CREATE TABLE IF NOT EXISTS note_files(path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, summary_id TEXT);
 CREATE TABLE IF NOT EXISTS problems(path TEXT NOT NULL, conv TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reindex_queue(id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS failures(conv TEXT NOT NULL, at TEXT NOT NULL, summarizer TEXT NOT NULL, detail TEXT NOT NULL);
 """
 HEAD_BYTES = 256
@@ -102,6 +104,7 @@ class Catalog:
                 raise sqlite3.DatabaseError("old schema")
             db.executescript(_SCHEMA)
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)", (SCHEMA_VERSION,))
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
             return db
         except sqlite3.DatabaseError:
             # A damaged or outdated catalog is just deleted: the Markdown is the truth.
@@ -112,7 +115,14 @@ class Catalog:
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)", (SCHEMA_VERSION,))
+            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
             return db
+
+    @property
+    def catalog_id(self) -> str:
+        """Changes whenever the catalog is rebuilt, so caches keyed on it know to start over."""
+        rows = self.execute("SELECT value FROM meta WHERE key='catalog_id'")
+        return str(rows[0][0]) if rows else ""
 
     def close(self) -> None:
         with self._lock:
@@ -121,9 +131,10 @@ class Catalog:
     def reset(self) -> None:
         """Forget everything derived (the next syncs re-read every file)."""
         with self.transaction() as db:
-            for table in ("logs", "messages", "duplicates", "summaries", "coverage", "note_files", "problems"):
+            for table in ("logs", "messages", "duplicates", "summaries", "coverage", "note_files", "problems", "reindex_queue"):
                 db.execute(f"DELETE FROM {table}")
             db.execute("DELETE FROM meta WHERE key<>'schema'")
+            db.execute("INSERT INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -194,6 +205,7 @@ class Catalog:
                 if old.get(e.id) != h:
                     changed.append(e.id)
                 if e.id in old and old[e.id] != h:
+                    db.execute("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", (e.id,))
                     # Logs are append-only: a changed entry means a person edited the raw log.
                     detail = f"{rel}:{e.line}: message {e.id} was edited in the raw log (logs are append-only)"
                     if not db.execute("SELECT 1 FROM problems WHERE detail=?", (detail,)).fetchone():

@@ -11,12 +11,15 @@ finds everything. An index that cannot be opened is rebuilt, not fatal.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import IndexError_
+from .fsutil import atomic_write
 from .index.base import IndexDoc, IndexUnavailable, SearchIndex, open_index
 from .messages import Message, parse_timestamp
 
@@ -24,6 +27,9 @@ if TYPE_CHECKING:
     from .catalog import MessageRow
     from .dag import SummaryRow
     from .vault import Vault
+
+
+MARKS_FILE = "vaultlcm-marks.json"
 
 
 def _ts(text: str) -> float:
@@ -59,6 +65,7 @@ class IndexKeeper:
         self._msg_mark: dict[str, int] = {}
         self._sum_known: dict[str, dict[str, str]] = {}
         self._sum_print: dict[str, str] = {}
+        self._marks_dropped = False
 
     @property
     def is_open(self) -> bool:
@@ -83,8 +90,55 @@ class IndexKeeper:
         """The index, caught up with every file of the vault."""
         index = self.open()
         if not self._caught_up:
-            self.catch_up()
+            if self._load_marks(index):
+                self.follow_all()  # only what is new since the last clean close
+            else:
+                self.catch_up()
         return index
+
+    # -- marks: what the index holds, saved at a clean close --------------------------
+    # A full catch-up compares every stored hash (1.6 s at 100k messages). When the last
+    # writer closed cleanly it leaves marks behind; a new process trusts them only if the
+    # catalog is the same one and the index holds exactly as many documents, and the
+    # first write of a process deletes them, so a crash can never leave stale marks.
+
+    @property
+    def _marks_path(self) -> Path:
+        return self.vault.layout.index_dir / MARKS_FILE
+
+    def _load_marks(self, index: SearchIndex) -> bool:
+        try:
+            data = json.loads(self._marks_path.read_text(encoding="utf-8"))
+            if data.get("catalog_id") != self.vault.catalog.catalog_id or data.get("count") != index.count():
+                return False
+            self._msg_mark = {str(k): int(v) for k, v in data["msg_mark"].items()}
+            self._sum_print = {str(k): str(v) for k, v in data["sum_gen"].items()}
+            self._sum_known = {str(c): {str(i): str(h) for i, h in m.items()} for c, m in data["sum_known"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False
+        self._caught_up = True
+        return True
+
+    def _save_marks(self) -> None:
+        index = self._index
+        if index is None or not self._caught_up or not getattr(index, "writable", False):
+            return
+        data = {
+            "catalog_id": self.vault.catalog.catalog_id,
+            "count": index.count(),
+            "msg_mark": self._msg_mark,
+            "sum_gen": self._sum_print,
+            "sum_known": self._sum_known,
+        }
+        try:
+            atomic_write(self._marks_path, json.dumps(data, sort_keys=True).encode("utf-8"))
+        except OSError:
+            pass
+
+    def _dirty(self) -> None:
+        if not self._marks_dropped:
+            self._marks_path.unlink(missing_ok=True)
+            self._marks_dropped = True
 
     def all_docs(self, progress: Callable[[int], None] | None = None) -> Iterator[IndexDoc]:
         v = self.vault
@@ -159,6 +213,12 @@ class IndexKeeper:
         from .catalog import MessageRow
 
         rows = [MessageRow(*r) for r in v.catalog.execute("SELECT * FROM messages WHERE conv=? AND seq>? ORDER BY seq", (conv, mark))]
+        edited = [MessageRow(*r) for r in v.catalog.execute(
+            "SELECT m.* FROM messages m JOIN reindex_queue q ON q.id = m.id WHERE m.conv=?", (conv,))]
+        if edited:
+            self.on_messages(v.log.read_rows(edited))
+            v.catalog.execute(f"DELETE FROM reindex_queue WHERE id IN ({','.join('?' * len(edited))})",
+                              tuple(r.id for r in edited))
         added = 0
         if rows:
             self.on_messages(v.log.read_rows(rows))
@@ -212,7 +272,8 @@ class IndexKeeper:
         return count
 
     def on_messages(self, pairs: list[tuple["MessageRow", Message]]) -> None:
-        if self._index is not None:
+        if self._index is not None and pairs:
+            self._dirty()
             for r, _ in pairs:
                 if r.seq > self._msg_mark.get(r.conv, 0) and self._caught_up:
                     self._msg_mark[r.conv] = r.seq
@@ -225,6 +286,7 @@ class IndexKeeper:
 
     def on_summary(self, row: "SummaryRow") -> None:
         if self._index is not None:
+            self._dirty()
             self._sum_known.setdefault(row.conv, {})[row.id] = row.body_hash
             try:
                 self._index.add([summary_doc(row)])
@@ -233,6 +295,7 @@ class IndexKeeper:
 
     def on_removed(self, ids: list[str]) -> None:
         if self._index is not None and ids:
+            self._dirty()
             try:
                 self._index.remove(ids)
             except IndexError_:
@@ -240,8 +303,13 @@ class IndexKeeper:
 
     def close(self) -> None:
         if self._index is not None:
-            self._index.close()
-            self._index = None
+            try:
+                self._save_marks()
+            except Exception:  # noqa: BLE001 - marks are an optimization; without them the next open catches up
+                self._marks_path.unlink(missing_ok=True)
+            finally:
+                self._index.close()
+                self._index = None
 
 
 def parse_when(text: str, now: datetime) -> float:

@@ -83,7 +83,8 @@ def grep(
     else:
         index = vault.indexer.ready()
         for conv in convs or vault.conversations():
-            vault.indexer.follow(conv)  # writes by other processes since we last looked
+            vault.sync(conv)  # files changed since we last looked (appends, edits by people)
+            vault.indexer.follow(conv)  # and into the index
         found = index.search(pattern, kind=kind, conversations=convs, since=since, before=before, limit=limit)
         hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score) for h in found]
         partial = False
@@ -354,6 +355,7 @@ def ask(vault: "Vault", question: str, *, conversation: str | None = None, max_t
     convs = [vault.require_conversation(conversation)] if conversation else None
     index = vault.indexer.ready()
     for conv_name in convs or vault.conversations():
+        vault.sync(conv_name)
         vault.indexer.follow(conv_name)
     scores: dict[str, float] = {}
     kinds: dict[str, tuple[str, str]] = {}

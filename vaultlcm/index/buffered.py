@@ -40,7 +40,8 @@ VERSION_FILE = "vaultlcm-index.json"
 LOCK_FILE = "writer.lock"
 PID_FILE = "writer.pid"
 #: Files of ours that may sit in an index directory before the index exists.
-_OUR_FILES = frozenset({VERSION_FILE, LOCK_FILE, PID_FILE})
+#: vaultlcm-marks.json belongs to vaultlcm.indexing (what the index holds, saved at a clean close).
+_OUR_FILES = frozenset({VERSION_FILE, LOCK_FILE, PID_FILE, "vaultlcm-marks.json"})
 
 _open_indexes: "weakref.WeakSet[BufferedIndex]" = weakref.WeakSet()
 
