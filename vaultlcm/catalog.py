@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CorruptVaultError
 from .logcodec import ParsedEntry, iter_entries
 
 SCHEMA_VERSION = "3"
@@ -71,6 +70,14 @@ class MessageRow:
 
 def entry_hash(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
+
+
+_ENTRY_COLUMNS = "(id, conv, seq, at, role, tokens, path, start, end, hash) VALUES(?,?,?,?,?,?,?,?,?,?)"
+
+
+def _entry_values(conv: str, rel: str, e: ParsedEntry) -> tuple[object, ...]:
+    m = e.meta
+    return (m["id"], conv, int(m["seq"]), m["at"], m["role"], int(m.get("tok", 0)), rel, e.start, e.end, entry_hash(e.raw))
 
 
 def _head_hash(data: bytes) -> str:
@@ -212,11 +219,7 @@ class Catalog:
                         db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)", (rel, conv, "log_edit", detail))
             for e in entries:
                 m = e.meta
-                values = (m["id"], conv, int(m["seq"]), m["at"], m["role"], int(m.get("tok", 0)), rel, e.start, e.end, entry_hash(e.raw))
-                cur = db.execute(
-                    "INSERT OR IGNORE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash) VALUES(?,?,?,?,?,?,?,?,?,?)",
-                    values,
-                )
+                cur = db.execute(f"INSERT OR IGNORE INTO messages{_ENTRY_COLUMNS}", _entry_values(conv, rel, e))
                 if cur.rowcount == 0:
                     existing = db.execute("SELECT path, start FROM messages WHERE id=?", (m["id"],)).fetchone()
                     if existing != (rel, e.start):
@@ -239,12 +242,7 @@ class Catalog:
             fh.seek(max(0, st.st_size - HEAD_BYTES))
             head = fh.read()
         with self.transaction() as db:
-            for e in entries:
-                m = e.meta
-                db.execute(
-                    "INSERT OR REPLACE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash) VALUES(?,?,?,?,?,?,?,?,?,?)",
-                    (m["id"], conv, int(m["seq"]), m["at"], m["role"], int(m.get("tok", 0)), rel, e.start, e.end, entry_hash(e.raw)),
-                )
+            db.executemany(f"INSERT OR REPLACE INTO messages{_ENTRY_COLUMNS}", [_entry_values(conv, rel, e) for e in entries])
             db.execute(
                 "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,0)",
                 (rel, conv, st.st_size, st.st_mtime_ns, st.st_size, _head_hash(head)),
@@ -277,6 +275,10 @@ class Catalog:
                 found.update(r[0] for r in self._db.execute(q, chunk))
         return found
 
+    def count(self, conv: str) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,)).fetchone()[0])
+
     def rows(self, conv: str) -> list[MessageRow]:
         """All messages of ``conv`` in conversation order (seq, then time, then id)."""
         with self._lock:
@@ -295,7 +297,7 @@ class Catalog:
                 )
             )
 
-    def uncovered_rows(self, conv: str, after_seq: int | None = None) -> list[MessageRow]:
+    def uncovered_rows(self, conv: str) -> list[MessageRow]:
         """Messages no summary covers, in order (served by a partial index: cost follows the active context)."""
         with self._lock:
             return [
@@ -323,9 +325,3 @@ class Catalog:
     def duplicates(self) -> list[tuple[str, str, int]]:
         with self._lock:
             return list(self._db.execute("SELECT id, path, start FROM duplicates"))
-
-    def require_consistent(self, conv: str) -> None:
-        dups = [d for d in self.duplicates()]
-        if dups:
-            msg_id, rel, _ = dups[0]
-            raise CorruptVaultError(f"message id {msg_id} appears more than once", path=rel)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -394,8 +393,3 @@ class Dag:
             top = current
             current = parent_of(current)
         return top
-
-
-def message_rows_in(catalog: Catalog, ids: Iterable[str]) -> list[MessageRow]:
-    rows = catalog.rows_by_ids(list(ids))
-    return sorted(rows.values(), key=lambda r: (r.seq, r.at, r.id))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .fsutil import TEMP_PREFIX, truncate
@@ -60,6 +61,16 @@ class DoctorReport:
             "notes": [n.to_dict() for n in self.notes],
             "fixed": self.fixed,
         }
+
+
+def _leftovers(vault: "Vault") -> tuple[list[Path], list[Path]]:
+    """Temp files of interrupted writes, and lock files of conversations that no longer exist."""
+    layout = vault.layout
+    temps = sorted(layout.conversations_dir.rglob(f"{TEMP_PREFIX}*")) if layout.conversations_dir.is_dir() else []
+    known = set(vault.conversations())
+    locks = sorted(layout.locks_dir.glob("*.lock")) if layout.locks_dir.is_dir() else []
+    dead = [lock for lock in locks if lock.name.removesuffix(".lock").removesuffix(".compact") not in known]
+    return temps, dead
 
 
 def examine(vault: "Vault", *, check_index: bool = True) -> DoctorReport:
@@ -111,16 +122,12 @@ def examine(vault: "Vault", *, check_index: bool = True) -> DoctorReport:
         for (n,) in vault.catalog.execute("SELECT COUNT(*) FROM failures WHERE conv=?", (conv,)):
             if n:
                 report.notes.append(Finding("provider_failure", f"{conv}: compaction failed {n} time(s) with the summarizer; the messages stay uncovered until it works", None))
-    # leftover temp files and dead locks
-    for tmp in sorted(layout.conversations_dir.rglob(f"{TEMP_PREFIX}*")) if layout.conversations_dir.is_dir() else []:
+    temps, dead_locks = _leftovers(vault)
+    for tmp in temps:
         # Harmless (never read), but clutter: --fix removes them.
         report.notes.append(Finding("temp_file", f"{layout.relative(tmp)}: left by an interrupted write", layout.relative(tmp), fixable=True))
-    if layout.locks_dir.is_dir():
-        known = set(vault.conversations())
-        for lock in sorted(layout.locks_dir.glob("*.lock")):
-            conv = lock.name.removesuffix(".lock").removesuffix(".compact")
-            if conv not in known:
-                report.problems.append(Finding("stale_lock", f"{layout.relative(lock)}: lock of a conversation that no longer exists", layout.relative(lock), fixable=True))
+    for lock in dead_locks:
+        report.problems.append(Finding("stale_lock", f"{layout.relative(lock)}: lock of a conversation that no longer exists", layout.relative(lock), fixable=True))
     if check_index:
         # The index is derived and catches up on every use; lag is reported as a note,
         # and only drift that survives a catch-up (index writes failing) is a problem.
@@ -152,15 +159,10 @@ def fix(vault: "Vault") -> list[str]:
     for rel, parsed in vault.catalog.torn_logs():
         truncate(layout.root / rel, parsed)
         done.append(f"truncated the torn tail of {rel}")
-    for tmp in sorted(layout.conversations_dir.rglob(f"{TEMP_PREFIX}*")) if layout.conversations_dir.is_dir() else []:
-        tmp.unlink(missing_ok=True)
-        done.append(f"removed {layout.relative(tmp)}")
-    if layout.locks_dir.is_dir():
-        known = set(vault.conversations())
-        for lock in sorted(layout.locks_dir.glob("*.lock")):
-            if lock.name.removesuffix(".lock").removesuffix(".compact") not in known:
-                lock.unlink(missing_ok=True)
-                done.append(f"removed {layout.relative(lock)}")
+    temps, dead_locks = _leftovers(vault)
+    for path in [*temps, *dead_locks]:
+        path.unlink(missing_ok=True)
+        done.append(f"removed {layout.relative(path)}")
     # derived state from scratch
     vault.catalog.reset()
     vault._fully_synced.clear()

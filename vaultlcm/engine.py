@@ -119,7 +119,7 @@ class Engine:
         items = self.vault.dag.active(self.conversation) if exists else []
         return {
             "conversation": self.conversation,
-            "messages": len(self.vault.catalog.rows(self.conversation)) if exists else 0,
+            "messages": self.vault.catalog.count(self.conversation) if exists else 0,
             "summaries": len(self.vault.dag.all(self.conversation)) if exists else 0,
             "active_items": len(items),
             "active_tokens": sum(item_tokens(i) for i in items),

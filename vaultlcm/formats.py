@@ -502,18 +502,12 @@ def _set_content(rec: dict[str, Any], message: Message, blocks: list[Any]) -> No
 def _to_native(message: Message) -> dict[str, Any]:
     origin = _origin(message)
     if origin == "native":
-        rec = message.to_native()
-        if message.hints.get("content_missing") and not message.content:
-            del rec["content"]
-        return rec
+        return message.to_native()
     # A foreign record's own "id" or "timestamp" must not overwrite the vault's.
     native = {"id": message.id, "role": message.role, "timestamp": message.timestamp, "content": message.content}
     extra = {(f"{origin}_{k}" if k in native and (v != native[k] or v is None) else k): v
              for k, v in message.extra.items()}
-    rec = message.model_copy(update={"extra": extra}).to_export()
-    if rec.get("id") is None:
-        rec.pop("id", None)
-    return rec
+    return message.model_copy(update={"extra": extra}).to_export()
 
 
 def _is_call(block: dict[str, Any]) -> bool:

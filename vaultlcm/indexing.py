@@ -158,17 +158,9 @@ class IndexKeeper:
         """Index what the catalog has and the index lacks (by content hash); drop what is gone."""
         index = self.open()
         v = self.vault
-        stored = index.stored_hashes()
-        wanted: dict[str, str] = {}
         for conv in v.conversations():
             v.sync(conv)
-        for mid, h in v.catalog.execute("SELECT id, hash FROM messages"):
-            wanted[mid] = h
-        for sid, h, parent in v.catalog.execute("SELECT id, body_hash, parent FROM summaries"):
-            if parent != "!invalid":
-                wanted[sid] = h
-        missing = [i for i, h in wanted.items() if stored.get(i) != h]
-        gone = [i for i in stored if i not in wanted]
+        missing, gone = self._differences(index)
         if gone:
             index.remove(gone)
         added = 0
@@ -249,14 +241,16 @@ class IndexKeeper:
 
     def drift(self) -> dict[str, list[str]]:
         """What differs between the index and the files, without changing anything."""
-        index = self.open()
+        missing, extra = self._differences(self.open())
+        return {"missing": sorted(missing), "extra": sorted(extra)}
+
+    def _differences(self, index: SearchIndex) -> tuple[list[str], list[str]]:
+        """Ids the index lacks or holds stale (by content hash), and ids it holds that are gone."""
         stored = index.stored_hashes()
         wanted = {mid: h for mid, h in self.vault.catalog.execute("SELECT id, hash FROM messages")}
-        wanted.update({sid: h for sid, h, p in self.vault.catalog.execute("SELECT id, body_hash, parent FROM summaries") if p != "!invalid"})
-        return {
-            "missing": sorted(i for i, h in wanted.items() if stored.get(i) != h),
-            "extra": sorted(i for i in stored if i not in wanted),
-        }
+        wanted.update({sid: h for sid, h, p in self.vault.catalog.execute(
+            "SELECT id, body_hash, parent FROM summaries") if p != "!invalid"})
+        return [i for i, h in wanted.items() if stored.get(i) != h], [i for i in stored if i not in wanted]
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
         """Drop the index and build it again from the Markdown files."""

@@ -81,7 +81,7 @@ class Message(BaseModel):
             record["timestamp"] = self.timestamp
         if self.hints.get("content_string") and _single_text(self.content):
             record["content"] = self.content[0]["text"]
-        else:
+        elif self.content or not self.hints.get("content_missing"):
             record["content"] = self.content
         record.update(self.extra)
         return record
@@ -89,7 +89,8 @@ class Message(BaseModel):
     def to_export(self) -> dict[str, JsonValue]:
         """Native record for export in a format other than the one it came in: ids always shown."""
         record = self.to_native()
-        record.setdefault("id", self.id)
+        if self.id is not None:
+            record.setdefault("id", self.id)
         if self.timestamp is not None:
             record.setdefault("timestamp", self.timestamp)
         # keep the natural key order: id, role, timestamp first

@@ -131,10 +131,11 @@ class MessageLog:
         return f"[[{self.layout.relative(self.layout.home_note(conv))[:-3]}|{conv}]]"
 
     def _repair_torn(self, conv: str) -> None:
-        for rel, parsed in self.catalog.torn_logs(conv):
+        torn = self.catalog.torn_logs(conv)
+        for rel, parsed in torn:
             # Bytes after the last whole entry were never acknowledged: a crash tore the write.
             truncate(self.layout.root / rel, parsed)
-        if self.catalog.torn_logs(conv):
+        if torn:
             self.sync(conv)
 
     def _prepare(self, conv: str, messages: Sequence[Message]) -> list[StoredMessage]:

@@ -423,10 +423,10 @@ class Vault:
                 wanted = [r.id for r in rows if r.id in set(ids)
                           or (stale and r.stale and r.parent != "!invalid")
                           or (fallback and (r.level == "truncated" or "fallback" in r.summarizer))]
-                if not stale and not fallback:
-                    pass
-                elif not force:
-                    wanted = [i for i in wanted if not (self.dag.get(i) and self.dag.get(i).human_owned)]  # type: ignore[union-attr]
+                if (stale or fallback) and not force:
+                    # Sweeping options skip a person's notes; a named id is refused loudly instead.
+                    owned = {r.id for r in rows if r.human_owned}
+                    wanted = [i for i in wanted if i not in owned]
                 if wanted:
                     report = self.compactor.resummarize(conv, wanted, force=force)
                     if stale:

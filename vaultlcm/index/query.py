@@ -95,11 +95,6 @@ def iter_tokens(text: str) -> Iterator[tuple[str, int, int, int]]:
             yield chunk.lower()[:cut], first, start, m.end()
 
 
-def analyze(text: str) -> list[tuple[str, int, int, int]]:
-    """All tokens of ``text`` as a list (see :func:`iter_tokens`)."""
-    return list(iter_tokens(text))
-
-
 # ----------------------------------------------------------------- query language
 
 
