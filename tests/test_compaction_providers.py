@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fakellm import FakeLLM
 
-from vaultlcm import Settings, Vault
+from vaultlcm import Engine, Settings, Vault
 from vaultlcm.summary_notes import parse_note
 from test_lcm import SMALL, conversation, reachable
 
@@ -65,8 +65,8 @@ def test_provider_failure_loses_nothing(provider: str, failure: str, fake_llm: F
         assert [i.id for i in v.dag.active("c")] == ids
         assert len(v.messages("c")) == len(ids)
         assert v.catalog.execute("SELECT COUNT(*) FROM failures")[0][0] == 1
-        # the hard threshold cannot wait: it falls back to the extractive summarizer
-        ctx = v.assemble("c", 900)
+        # the engine's hard threshold cannot wait: it falls back to the extractive summarizer
+        ctx = Engine(v, "c").assemble(900)
         assert ctx.estimated_tokens <= 900 and ctx.complete
         assert reachable(v, ctx.summary_ids) | set(ctx.message_ids) == set(ids)
         notes = list((tmp_path / "conversations/c/summaries").iterdir())

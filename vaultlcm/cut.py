@@ -1,0 +1,144 @@
+"""The cut: which nodes of the summary DAG stand for which part of history, for one budget.
+
+A *cut* is a sequence of items in conversation order (summaries and raw
+messages) such that every stored message lies under exactly one item. The
+coarsest cut is the active context (root summaries and the messages no summary
+covers); the finest is the raw history. :func:`plan_cut` starts from the
+coarsest cut of the history before the protected tail and refines it:
+
+1. when the whole history fits, it is all raw;
+2. otherwise, from newest to oldest (depth first, so the newest part of history
+   gets the finest resolution), a summary is replaced by its raw messages when
+   they fit, else by its children when they fit, else left as it is while
+   older, smaller nodes are tried;
+3. when even the coarsest cut does not fit (compaction is behind), its oldest
+   items are left out (reported as omitted) until it does.
+
+The result satisfies what the property tests check: the cut fits ``room``; and
+either the cut is all raw, or no summary left in it can be unfolded (into its
+children) within ``room``, and the newest omitted item would not fit.
+
+Costs come from a :class:`Source`; items are plain data, so the planner is a
+pure function of the DAG and the costs (no file is read or written here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from .catalog import MessageRow
+from .dag import SummaryRow
+
+#: The least a raw message can cost in a context (the per-message overhead).
+MIN_MESSAGE_COST = 4
+
+
+@dataclass
+class Item:
+    """One item of a cut: a summary node or a raw message."""
+
+    kind: str  # "summary" | "message"
+    first: int  # first seq covered
+    last: int  # last seq covered
+    cost: int
+    count: int  # messages covered
+    summary: SummaryRow | None = None
+    message: MessageRow | None = None
+
+    @property
+    def id(self) -> str:
+        return self.summary.id if self.summary is not None else self.message.id  # type: ignore[union-attr]
+
+    @property
+    def depth(self) -> int | None:
+        """Depth of a summary; None for a raw message."""
+        return self.summary.depth if self.summary is not None else None
+
+
+class Source(Protocol):
+    """What the planner needs to know about the DAG, each answer a bounded catalog read."""
+
+    def children(self, item: Item) -> list[Item]:
+        """The items one level below a summary (summaries, or the raw messages of a leaf)."""
+        ...
+
+    def raw(self, item: Item) -> list[Item]:
+        """Every raw message under a summary, in order."""
+        ...
+
+
+@dataclass
+class Cut:
+    """A planned cut of the history before the tail."""
+
+    items: list[Item]
+    omitted: list[Item] = field(default_factory=list)
+    used: int = 0
+    verbatim: bool = False
+
+
+def summary_runs(kinds: Sequence[str | None]) -> int:
+    """Number of maximal runs of summaries (each is rendered as one user message)."""
+    return sum(1 for j, k in enumerate(kinds) if k == "summary" and (j == 0 or kinds[j - 1] != "summary"))
+
+
+def cut_cost(items: Sequence[Item], run_cost: int) -> int:
+    return sum(i.cost for i in items) + run_cost * summary_runs([i.kind for i in items])
+
+
+def _delta(items: list[Item], i: int, new: list[Item], run_cost: int) -> int:
+    prev = items[i - 1].kind if i > 0 else None
+    nxt = items[i + 1].kind if i + 1 < len(items) else None
+    runs = summary_runs([prev, *(n.kind for n in new), nxt]) - summary_runs([prev, items[i].kind, nxt])
+    return sum(n.cost for n in new) - items[i].cost + run_cost * runs
+
+
+def plan_cut(base: list[Item], room: int, source: Source, *, run_cost: int, all_raw: list[Item] | None = None) -> Cut:
+    """The finest cut of ``base`` within ``room`` tokens (see the module docstring).
+
+    ``all_raw``, when given, is the whole history as raw messages (the caller
+    fetches it only when it could fit).
+    """
+    if all_raw is not None and cut_cost(all_raw, run_cost) <= room:
+        return Cut(list(all_raw), used=cut_cost(all_raw, run_cost), verbatim=True)
+    items = list(base)
+    used = cut_cost(items, run_cost)
+    omitted: list[Item] = []
+    while items and used > room:
+        # Compaction is behind: keep the newest items that fit.
+        omitted.append(items.pop(0))
+        used = cut_cost(items, run_cost)
+    changed = True
+    while changed:  # a second sweep only matters when an unfolding made the cut smaller
+        changed = False
+        i = len(items) - 1
+        while i >= 0:
+            item = items[i]
+            if item.kind != "summary":
+                i -= 1
+                continue
+            free = room - used + item.cost
+            options: list[list[Item]] = []
+            if item.summary is not None and item.summary.kind != "leaf" and item.count * MIN_MESSAGE_COST <= free:
+                options.append(source.raw(item))
+            options.append(source.children(item))
+            for option in options:
+                if not option:
+                    continue
+                delta = _delta(items, i, option, run_cost)
+                if used + delta <= room:
+                    items[i : i + 1] = option
+                    used += delta
+                    changed = changed or delta < 0
+                    i += len(option) - 1  # go on with the newest of the new items
+                    break
+            else:
+                i -= 1
+    return Cut(items, omitted, used, verbatim=not omitted and all(i.kind == "message" for i in items))
+
+
+def can_unfold(items: list[Item], i: int, source: Source, room: int, run_cost: int) -> bool:
+    """Whether the summary at ``i`` could be replaced by its children within ``room`` (for checks)."""
+    return cut_cost(items, run_cost) + _delta(items, i, source.children(items[i]), run_cost) <= room
