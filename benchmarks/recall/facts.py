@@ -16,6 +16,7 @@ answer is the latest value; the stale one is kept for "newest first"),
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +151,8 @@ def build_facts(rng: random.Random, total_questions: int, events_per_count: tupl
     for subject in rng.sample(COUNTING, q["counting"]):
         key = f"count-{len(facts)}"
         n = rng.randint(lo, hi)
+        while re.search(rf"(?<!\w){n}(?!\w)", subject.question):  # the count must not be in the question
+            n += 1
         details = subject.details(rng, n)
         plants = []
         for i, (detail, at) in enumerate(zip(details, sorted(_spread(rng, n)))):

@@ -163,7 +163,7 @@ class Episode:
             self.call(self.step_text("docs"), "read_file", {"path": f"docs/runbooks/{self.svc}.md"},
                       self.fill("\n".join(lines)), plant_result=plant)
 
-    def build(self, kind: str, plants: list[Plant]) -> list[tuple[dict[str, Any], Plant | None]]:
+    def build(self, kind: str, plants: list[Plant]) -> list[list[tuple[dict[str, Any], Plant | None]]]:
         w, rng = self.w, self.rng
         user_plants = sorted((p for p in plants if p.carrier in ("user", "report")), key=lambda p: p.carrier != "report")
         said = [p for p in plants if p.carrier == "assistant"]
@@ -189,7 +189,7 @@ class Episode:
                 self.analysis(p)
             for p in tooled:
                 self.plant_tool(p)
-        return [pair for step in self.steps for pair in step]
+        return self.steps
 
     def _work(self, kind: str, said: list[Plant], tooled: list[Plant]) -> None:
         w, rng = self.w, self.rng
@@ -283,35 +283,37 @@ def generate(size: str, seed: int = 7) -> Session:
     plants = sorted((p for f in facts for p in f.plants), key=lambda p: p.at)
     fact_of = {p.key: f.key for f in facts for p in f.plants}
 
-    messages: list[dict[str, Any]] = [{"role": "system", "content": [{"type": "text", "text": SYSTEM}]}]
-    owners: list[Plant | None] = [None]
-    days = [0]
+    steps: list[tuple[int, list[tuple[dict[str, Any], Plant | None]]]] = []  # (day, the step's messages)
     total = count_tokens(SYSTEM)
     pending = list(plants)
-    while total < target:
+    while total < target or pending:
         due: list[Plant] = []
         seen_facts: set[str] = set()
         for p in pending:
-            if p.at * target > total:
+            if p.at * target > total and total < target:
                 break
             if fact_of[p.key] not in seen_facts and len(due) < 3:  # two parts of one fact never share an episode
                 due.append(p)
                 seen_facts.add(fact_of[p.key])
         for p in due:
             pending.remove(p)
-        kind = rng.choice(EPISODE_KINDS)
+        # Past the target only facts are left to place: short chat turns carry them.
+        kind = rng.choice(EPISODE_KINDS) if total < target else "chat"
         if any(p.carrier == "report" for p in due):
             kind = "investigate"  # a person reporting an event opens an investigation
         day = min(n_days - 1, total * n_days // target)
-        pairs = Episode(world, rng).build(kind, due)
-        for msg, plant in pairs:
+        for step in Episode(world, rng).build(kind, due):
+            steps.append((day, step))
+            total += sum(count_tokens(message_text(m)) for m, _ in step)
+    _trim(steps, total, target)
+    messages: list[dict[str, Any]] = [{"role": "system", "content": [{"type": "text", "text": SYSTEM}]}]
+    owners: list[Plant | None] = [None]
+    days = [0]
+    for day, step in steps:
+        for msg, plant in step:
             messages.append(msg)
             owners.append(plant)
             days.append(day)
-            total += count_tokens(message_text(msg))
-    if pending:
-        raise GenerationError(f"{len(pending)} planted facts never found a place (first: {pending[0].key})")
-    _trim(messages, owners, days, target)
     for i, p in enumerate(owners):
         if p is not None:
             p.index = i
@@ -325,18 +327,20 @@ def generate(size: str, seed: int = 7) -> Session:
     return session
 
 
-def _trim(messages: list[dict[str, Any]], owners: list[Plant | None], days: list[int], target: int) -> None:
-    """Drop trailing messages over the target that carry no fact, never splitting a call from its result."""
-    total = sum(count_tokens(message_text(m)) for m in messages)
-    while total > target * (1 + TOLERANCE / 2) and owners[-1] is None:
-        last = messages[-1]
-        cut = 2 if last["role"] == "tool" else 1
-        if any(o is not None for o in owners[-cut:]) or len(messages) <= cut + 1:
-            break
-        for _ in range(cut):
-            total -= count_tokens(message_text(messages.pop()))
-            owners.pop()
-            days.pop()
+def _trim(steps: list[tuple[int, list[tuple[dict[str, Any], Plant | None]]]], total: int, target: int) -> None:
+    """Bring an overshoot back near the target by dropping the newest steps that carry no fact.
+
+    A step is a lone message or a tool call with its result, so no call loses its result;
+    requests (user messages) stay, so every episode still starts with what was asked.
+    """
+    i = len(steps) - 1
+    while total > target * (1 + TOLERANCE / 2) and i > 0:
+        step = steps[i][1]
+        cost = sum(count_tokens(message_text(m)) for m, _ in step)
+        if all(p is None for _, p in step) and step[0][0]["role"] != "user" and total - cost >= target * (1 - TOLERANCE / 2):
+            del steps[i]
+            total -= cost
+        i -= 1
 
 
 def _timestamps(messages: list[dict[str, Any]], days: list[int], rng: random.Random) -> None:
