@@ -15,10 +15,10 @@ from vaultlcm import Message
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from recall import run, scoring, sessions  # noqa: E402
-from recall.agent import content_words, word_sets  # noqa: E402
-from recall.facts import KINDS, QA  # noqa: E402
-from recall.scoring import answer_regex  # noqa: E402
+from recall import run, scoring, sessions
+from recall.agent import content_words, word_sets
+from recall.facts import KINDS, QA
+from recall.scoring import answer_regex
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_answers_are_planted_where_recorded_and_never_in_the_question(tiny: sess
 
 def test_32k_session_hits_its_size_and_spreads_facts_over_the_days() -> None:
     s = sessions.generate("32k", 7)  # generate() runs check(): sizes, plants, questions
-    target, days, questions, _ = sessions.SIZES["32k"]
+    _, days, questions, _ = sessions.SIZES["32k"]
     assert len(s.by_day()) == days
     assert abs(len(s.qas) - questions) <= 2
     spots = sorted(p.index / len(s.messages) for p in s.plants)
@@ -127,7 +127,7 @@ def test_agent_words_come_from_the_question() -> None:
     q = "How many times did the routing-api deploy fail?"
     assert content_words(q) == ["routing-api", "deploy", "fail"]
     assert content_words("When is code freeze?") == ["code", "freeze"]
-    assert word_sets(["a", "b", "c"]) == [("a", "b", "c"), ("a", "b"), ("a", "c"), ("b", "c"), ("a",), ("b",), ("c",)]
+    assert word_sets(["a", "b", "c"]) == [("a", "b", "c"), ("a", "b"), ("a", "c"), ("a",), ("b", "c"), ("b",), ("c",)]
 
 
 # -- end to end ---------------------------------------------------------------------------
@@ -162,3 +162,41 @@ def test_quick_run_end_to_end_on_a_real_vault(tmp_path: Path) -> None:
     assert svg.tag.endswith("svg") and len(svg.findall(".//{http://www.w3.org/2000/svg}rect")) >= 4
     again = run.main(["--render", str(out)])
     assert again["sizes"]["tiny"]["contexts"] == json.loads(out.read_text())["sizes"]["tiny"]["contexts"]
+
+
+def test_agent_uses_newer_recall_options_when_the_api_has_them(tmp_path: Path, tiny: sessions.Session) -> None:
+    """Paging, totals, expand around a message and by query: picked up by signature, never required."""
+    from recall.agent import RecallAgent, Trace
+    from recall.context import build_vault
+
+    from vaultlcm import Vault
+
+    calls: list[dict] = []
+
+    class NewerVault(Vault):
+        def grep(self, pattern: str, *, offset: int = 0, limit: int = 20, **kw):  # type: ignore[override]
+            calls.append({"grep": pattern, "offset": offset})
+            every = super().grep(pattern, limit=1000, **kw)["hits"]
+            return {"hits": every[offset : offset + limit], "total": len(every)}
+
+        def expand(self, item_id: str, *, max_tokens=None, depth=None, around=None, query=None):  # type: ignore[override]
+            calls.append({"expand": item_id, "around": around, "query": query})
+            return super().expand(item_id, max_tokens=max_tokens, depth=depth)
+
+    built = build_vault(tiny, tmp_path / "v")
+    with NewerVault(built.root, environ={}) as vault:
+        agent = RecallAgent(vault)
+        assert agent.features == {"grep_offset": True, "expand_around": True, "expand_query": True}
+        traces = [agent.ask(q) for q in tiny.qas]
+        expands = [c for c in calls if "expand" in c]
+        calls.clear()
+        paged, total = agent.grep(Trace(tiny.qas[0], []), "pytest", 3)
+        assert [c["offset"] for c in calls] == [0, 10, 20][: len(calls)] and len(calls) > 1
+        assert len(paged) == min(total, 30) and len({h["id"] for h in paged}) == len(paged)
+    assert all(isinstance(t.total, int) for t in traces if t.items)
+    assert expands and all((c["around"] == 2) == str(c["expand"]).startswith("m-") for c in expands)
+    assert all((c["query"] is not None) == str(c["expand"]).startswith("sum_") for c in expands)
+    counting = next(t for t in traces if t.qa.kind == "counting")
+    assert counting.found == (counting.total == int(counting.qa.answers[0]) or scoring.present(counting.qa, "\n".join(counting.items)))
+    with Vault(built.root, environ={}) as plain:
+        assert RecallAgent(plain).features == {"grep_offset": False, "expand_around": False, "expand_query": False}

@@ -4,8 +4,9 @@ For each question the agent:
 
 1. takes 1-3 content words **from the question only** (stop words dropped;
    identifiers, then capitalised names, then longer words first) and greps
-   them (``limit=10``); when nothing matches it tries every pair of them, then
-   each word alone, strongest first, and keeps the first query with hits;
+   them (``limit=10``); when nothing matches it drops words, keeping the
+   strongest as long as possible (abc, ab, ac, a, bc, b, c), and keeps the
+   first query with hits;
 2. pages through the hits with ``offset`` when the API has it (up to 3 pages;
    every page for a counting question), and records a total count when the
    result carries one (``total`` or ``count``);
@@ -13,12 +14,14 @@ For each question the agent:
    10, for a counting question), a message with ``around=2`` and a summary with
    ``query=`` the grep words when ``expand`` accepts them;
 4. for a two-hop question, greps once more for up to 3 identifiers found in
-   the first round's snippets (then expansions) that the question does not
-   name, and expands the best hit of each.
+   the first round's results that the question does not name (nearest to the
+   question's words first), and expands the best hit of each.
 
 An answer is *found* when the scoring rule (``scoring.py``) holds on
-everything the agent saw; for changed values the order of what it saw decides
-"latest first". The agent never looks at the answer to decide what to do.
+everything the agent saw, or, for a counting question, when grep reports a
+total number of matching messages for the agent's query and that number is
+the count. For changed values the order of what it saw decides "latest
+first". The agent never looks at the answer to decide what to do.
 """
 
 from __future__ import annotations
@@ -39,13 +42,9 @@ from .scoring import context_text, latest_first, present
 LIMIT = 10
 EXPAND_TOKENS = 4000
 STOP = frozenset(
-    "a about after again all am an and any are as at be been before being but by can could did do does doing done "
-    "for from get got had has have how i if in into is it its just me my new now of on once one or our out over "
-    "same say said should so than that the their them then there these they this those to up us use used was we "
-    "were what when where which while who whom why will with would you your change changed many much times time "
-    "long big first last still go goes went happen happened want wants need needs take takes come came get "
-    "put make called".split()
+    ["a", "about", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "for", "from", "get", "got", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "new", "now", "of", "on", "once", "one", "or", "our", "out", "over", "same", "say", "said", "should", "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "up", "us", "use", "used", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "change", "changed", "many", "much", "times", "time", "long", "big", "first", "last", "still", "go", "goes", "went", "happen", "happened", "want", "wants", "need", "needs", "take", "takes", "come", "came", "get", "put", "make", "called"]
 )
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\s*…\s*|\n+")
 _IDENT = re.compile(
     r"\b[A-Z]{2,}-\d+\b|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b"
     r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"
@@ -76,12 +75,29 @@ def content_words(question: str, k: int = 3) -> list[str]:
     return [w for w in dict.fromkeys(re.findall(r"[#\w][\w.\-/:#@']*[\w]|\w+", question)) if w in best] or best
 
 
+def next_hop(question: str, words: list[str], items: list[str]) -> list[str]:
+    """Identifiers the question does not name: those in a sentence with the question's words first, nearest first."""
+    asked = {w.lower() for w in re.findall(r"[\w-]+", question)}
+    anchors = [w.lower() for w in words]
+    ranked: dict[str, tuple[int, int, int]] = {}
+    for order, text in enumerate(items):
+        for sentence in _SENTENCE.split(text):
+            low = sentence.lower()
+            spots = [m.start() for a in anchors for m in re.finditer(re.escape(a), low)]
+            for m in _IDENT.finditer(sentence):
+                ident = m.group()
+                if ident.lower() in asked:
+                    continue
+                key = (0, min(abs(m.start() - p) for p in spots), order) if spots else (1, 0, order)
+                if ident not in ranked or key < ranked[ident]:
+                    ranked[ident] = key
+    return sorted(ranked, key=lambda i: ranked[i])
+
+
 def word_sets(ranked: list[str]) -> list[tuple[str, ...]]:
-    """The queries to try, in order: all the words, then every pair, then each word alone (strongest first)."""
-    out: list[tuple[str, ...]] = [tuple(ranked)]
-    for k in range(len(ranked) - 1, 0, -1):
-        out.extend(c for c in itertools.combinations(ranked, k) if c not in out)
-    return out
+    """The queries to try, in order: the strongest words kept as long as possible (abc, ab, ac, a, bc, b, c)."""
+    subsets = [c for k in range(len(ranked), 0, -1) for c in itertools.combinations(ranked, k)]
+    return sorted(subsets, key=lambda c: tuple(w not in c for w in ranked))
 
 
 @dataclass
@@ -96,6 +112,8 @@ class Trace:
 
     @property
     def found(self) -> bool:
+        if self.qa.kind == "counting" and self.total is not None and str(self.total) == self.qa.answers[0]:
+            return True  # grep's own count of matching messages for the agent's query is the answer
         return present(self.qa, "\n".join(self.items))
 
     @property
@@ -121,8 +139,10 @@ class RecallAgent:
             "expand_query": "query" in expand_params,
         }
 
-    def grep(self, trace: Trace, query: str, pages: int) -> list[dict[str, Any]]:
+    def grep(self, trace: Trace, query: str, pages: int) -> tuple[list[dict[str, Any]], int | None]:
+        """Hits for ``query`` (paged when possible) and the total the API reports, if it does."""
         hits: list[dict[str, Any]] = []
+        reported: int | None = None
         for page in range(pages):
             kwargs: dict[str, Any] = {"conversation": self.conv, "limit": LIMIT}
             if self.features["grep_offset"]:
@@ -132,14 +152,14 @@ class RecallAgent:
             except VaultLCMError:
                 break
             trace.calls += 1
-            if trace.total is None:
+            if page == 0:
                 total = result.get("total", result.get("count"))
-                trace.total = total if isinstance(total, int) else None
+                reported = total if isinstance(total, int) and not isinstance(total, bool) else None
             got = result.get("hits", [])
             hits.extend(got)
             if not self.features["grep_offset"] or len(got) < LIMIT:
                 break
-        return hits
+        return hits, reported
 
     def expand(self, trace: Trace, hit: dict[str, Any], query: str) -> None:
         kwargs: dict[str, Any] = {"max_tokens": EXPAND_TOKENS}
@@ -170,7 +190,7 @@ class RecallAgent:
         hits: list[dict[str, Any]] = []
         for chosen in word_sets(ranked):
             trace.query = " ".join(w for w in words if w in chosen)
-            hits = self.grep(trace, trace.query, pages)
+            hits, trace.total = self.grep(trace, trace.query, pages)
             if hits:
                 break
         trace.items.extend(self._hit_text(h) for h in hits)
@@ -182,17 +202,8 @@ class RecallAgent:
         for h in to_expand:
             self.expand(trace, h, trace.query)
         if qa.kind == "two_hop":
-            asked = {w.lower() for w in re.findall(r"[\w-]+", qa.question)}
-            idents: list[str] = []
-            for text in trace.items:
-                for m in _IDENT.finditer(text):
-                    ident = m.group()
-                    if ident.lower() not in asked and ident not in idents:
-                        idents.append(ident)
-                if len(idents) >= 3:
-                    break
-            for ident in idents[:3]:
-                more = self.grep(trace, ident, 1)
+            for ident in next_hop(qa.question, words, trace.items)[:3]:
+                more, _ = self.grep(trace, ident, 1)
                 trace.items.extend(self._hit_text(h) for h in more)
                 if more:
                     self.expand(trace, more[0], ident)

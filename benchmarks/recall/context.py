@@ -41,7 +41,7 @@ STRATEGIES = ("vaultlcm", "window", "window+summary")
 
 
 def fixed_clock(session: Session) -> datetime:
-    last = datetime.fromisoformat(session.messages[-1]["timestamp"].replace("Z", "+00:00"))
+    last = datetime.fromisoformat(session.messages[-1]["timestamp"])
     return last + timedelta(hours=1)
 
 
@@ -143,6 +143,15 @@ def window_cell(session: Session, budget: int) -> Cell:
     return Cell("window", budget, score(session, text), used, time.perf_counter() - t0, {"raw_messages": len(session.messages) - start})
 
 
+def render_for_summary(message: Any) -> str:
+    """A message as compaction hands it to the summarizer (its own renderer when the module still has it)."""
+    try:
+        from vaultlcm.compaction import message_for_summary
+    except ImportError:  # compaction was reorganised: the role and the searchable text, as a summarizer sees them
+        return f"{message.role}: {message.searchable_text()}"
+    return message_for_summary(message)
+
+
 class SummaryBaseline:
     """Window + one summary of everything older, by the vault's summarizer, on the vault's own messages."""
 
@@ -151,11 +160,7 @@ class SummaryBaseline:
             self.settings = vault.settings
             self.template_dir = vault.root / "templates"
             messages = vault.messages(CONV)
-        try:
-            from vaultlcm.compaction import message_for_summary as render
-        except ImportError:  # compaction changed: render as the summarizer would see plain text
-            render = lambda m: f"{m.role}: {m.searchable_text()}"  # noqa: E731
-        self.items = [SourceItem(id=mid, kind="message", text=render(m), role=m.role, at=m.timestamp)
+        self.items = [SourceItem(id=mid, kind="message", text=render_for_summary(m), role=m.role, at=m.timestamp)
                       for mid, m in zip(built.ids, messages)]
 
     def cell(self, session: Session, budget: int) -> Cell:

@@ -88,7 +88,7 @@ def date_answers(d: str) -> list[str]:
     return [d, f"{month[:3]} {day}"]
 
 
-def _spread(rng: random.Random, n: int, lo: float = 0.03, hi: float = 0.9) -> list[float]:
+def _spread(rng: random.Random, n: int, lo: float = 0.03, hi: float = 0.97) -> list[float]:
     """``n`` points stratified over ``[lo, hi]``, shuffled: early, middle and late all get some."""
     pts = [lo + (hi - lo) * (k + rng.random()) / n for k in range(n)]
     rng.shuffle(pts)
@@ -118,7 +118,7 @@ def build_facts(rng: random.Random, total_questions: int, events_per_count: tupl
     for k, (old, new, first, moved, now, question) in enumerate(rng.sample(UPDATED, q["updated"])):
         key = f"updated-{len(facts)}"
         t1 = rng.uniform(0.03, 0.55)
-        t2 = rng.uniform(t1 + 0.12, 0.9)
+        t2 = rng.uniform(t1 + 0.12, 0.97)
         second = moved if k % 2 == 0 else now
         answers = date_answers(new) if new.split()[0] in MONTHS else [new]
         facts.append(Fact(key, [Plant(f"{key}/0", t1, rng.choice(["user", "assistant"]), first, old),
@@ -142,7 +142,7 @@ def build_facts(rng: random.Random, total_questions: int, events_per_count: tupl
         result = f"[{branch} {commit}] {fix}\n {rng.randint(1, 4)} files changed, {rng.randint(5, 60)} insertions(+), {rng.randint(1, 20)} deletions(-)"
         question = rng.choice(["Which commit fixed the bug from {t}?", "What's the commit that fixed {t}?",
                                "Which commit has the fix for the problem in {t}?"]).format(t=ticket)
-        t2 = rng.uniform(t1 + 0.04, min(0.9, t1 + 0.3))
+        t2 = rng.uniform(t1 + 0.04, min(0.97, t1 + 0.3))
         facts.append(Fact(key, [Plant(f"{key}/0", t1, "assistant", report, ident),
                                 Plant(f"{key}/1", t2, "tool", result, commit,
                                       tool=("run_command", {"command": f'git commit -am "{fix}"'}))],
@@ -156,8 +156,8 @@ def build_facts(rng: random.Random, total_questions: int, events_per_count: tupl
         details = subject.details(rng, n)
         plants = []
         for i, (detail, at) in enumerate(zip(details, sorted(_spread(rng, n)))):
-            carrier, text, tool = subject.render(rng, detail, i)
-            plants.append(Plant(f"{key}/{i}", at, carrier, text, detail, tool=tool))
+            carrier, text, call = subject.render(rng, detail, i)
+            plants.append(Plant(f"{key}/{i}", at, carrier, text, detail, tool=call))
         facts.append(Fact(key, plants, [QA(key, "counting", subject.name, subject.question, [str(n)],
                                            [p.key for p in plants], count_details=details,
                                            count_subject=list(subject.keywords))]))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vaultlcm import Vault
+from vaultlcm import Vault, VaultLCMError
 from vaultlcm.tokens import count_tokens
 
 from .scoring import answer_regex
@@ -119,7 +119,7 @@ def leaf_makeup(note: Note, vault: Vault) -> tuple[int, int, int]:
     for mid in note.sources:
         try:
             msg = vault.get_message(mid)
-        except Exception:  # noqa: BLE001 - a source a person deleted: nothing to attribute
+        except VaultLCMError:  # a source a person deleted: nothing to attribute
             continue
         for b in msg.content:
             if b.get("type") == "tool_call":

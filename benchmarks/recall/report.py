@@ -121,11 +121,11 @@ def svg_chart(results: dict[str, Any]) -> str:
     group_w = len(STRATEGIES) * (bar + gap) - gap
     width = left + len(groups) * (group_w + group_gap) + 20
     height = top + plot_h + 70
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-           'font-family="Helvetica, Arial, sans-serif" font-size="11">',
+    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            'font-family="Helvetica, Arial, sans-serif" font-size="11">'),
            f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-           f'<text x="{left}" y="18" font-size="13" font-weight="bold">Answers present in the assembled context '
-           '(share of questions)</text>']
+           (f'<text x="{left}" y="18" font-size="13" font-weight="bold">Answers present in the assembled context '
+            '(share of questions)</text>')]
     for k in range(0, 101, 25):
         y = top + plot_h - plot_h * k / 100
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}" stroke="#dddddd"/>')
@@ -141,8 +141,14 @@ def svg_chart(results: dict[str, Any]) -> str:
             bx = x + i * (bar + gap)
             out.append(f'<rect x="{bx:.1f}" y="{top + plot_h - h:.1f}" width="{bar}" height="{h:.1f}" fill="{COLORS[s]}">'
                        f'<title>{escape(size)}, budget {budget}: {escape(s)} {v:.0%}</title></rect>')
+            out.append(f'<text x="{bx + bar / 2:.1f}" y="{top + plot_h - h - 3:.1f}" text-anchor="middle" '
+                       f'font-size="8" fill="#333333">{v * 100:.0f}</text>')
         out.append(f'<text x="{x + group_w / 2:.1f}" y="{top + plot_h + 14}" text-anchor="middle">{budget // 1000}k</text>')
         if size != last_size:
+            if last_size is not None:
+                sep = x - group_gap / 2
+                out.append(f'<line x1="{sep:.1f}" y1="{top}" x2="{sep:.1f}" y2="{top + plot_h + 34}" stroke="#999999" '
+                           'stroke-dasharray="3,3"/>')
             out.append(f'<text x="{x:.1f}" y="{top + plot_h + 30}" font-weight="bold">history {escape(size)}</text>')
             last_size = size
         x += group_w + group_gap
@@ -151,6 +157,56 @@ def svg_chart(results: dict[str, Any]) -> str:
         out.append(f'<rect x="{lx}" y="{height - 18}" width="10" height="10" fill="{COLORS[s]}"/>')
         out.append(f'<text x="{lx + 14}" y="{height - 9}">{escape(s)}</text>')
         lx += 120
-    out.append(f'<text x="{lx + 20}" y="{height - 9}" fill="#555555">bars grouped by history size; labels are budgets</text>')
+    out.append(f'<text x="{lx + 10}" y="{height - 9}" fill="#555555">by history size and budget; numbers in %</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def verdicts(results: dict[str, Any]) -> list[str]:
+    """The product's recall and summary bars, each checked against these results (✅ met, ❌ not yet)."""
+    out: list[str] = []
+
+    def line(ok: bool, text: str) -> None:
+        out.append(f"- {'✅' if ok else '❌'} {text}")
+
+    cells = [(size, c) for size, res in results["sizes"].items() for c in res.get("contexts", [])]
+    score = {(size, c["budget"], c["strategy"]): c["score"] for size, c in cells}
+    mine = [(size, c) for size, c in cells if c["strategy"] == "vaultlcm"]
+    if mine:
+        worse = [f"{s}/{c['budget'] // 1000}k" for s, c in mine if c["score"] < score[(s, c["budget"], "window")]]
+        line(not worse, f"vaultlcm holds at least as many answers as the window in every cell "
+                        f"({len(mine) - len(worse)}/{len(mine)} cells{'; behind in ' + ', '.join(worse) if worse else ''})")
+        big = [(s, c) for s, c in mine if results["sizes"][s]["tokens"] >= 100_000]
+        ahead = [1 for s, c in big if c["score"] > max(score[(s, c["budget"], "window")], score[(s, c["budget"], "window+summary")])]
+        if big:
+            line(len(ahead) == len(big), f"vaultlcm ahead of both baselines from 128k up ({len(ahead)}/{len(big)} cells)")
+        over = [c["extra"]["budget_use"] for s, c in mine if results["sizes"][s]["tokens"] > c["budget"]]
+        if over:
+            line(min(over) >= 0.95, f"at least 95% of the budget used when the history exceeds it "
+                                   f"(used {min(over):.0%}–{max(over):.0%})")
+        wrote = sum(bool(c["extra"].get("vault_changed")) for _, c in mine)
+        line(wrote == 0, f"`assemble` never writes to the vault (wrote in {wrote} of {len(mine)} calls)")
+    agents = [(s, r["agent"]) for s, r in results["sizes"].items() if r.get("agent")]
+    if agents:
+        low = min(a["found"] / a["questions"] for _, a in agents)
+        line(low >= 0.95, f"the scripted agent finds at least 95% of answers at every size (lowest {low:.0%})")
+        upd = [a["latest_first"] / a["updated_questions"] for _, a in agents if a["updated_questions"]]
+        if upd:
+            line(min(upd) >= 0.95, f"the latest value comes first for at least 95% of changed values (lowest {min(upd):.0%})")
+    sess = [(n, q) for n, q in results.get("quality", {}).items() if n.startswith("session")]
+    if sess:
+        leaf = [q["by_depth"].get(0, q["by_depth"].get("0", {})) for _, q in sess]
+        ratios = [d["ratio"]["median"] for d in leaf if d.get("ratio", {}).get("n")]
+        if ratios:
+            line(max(ratios) <= 0.35, f"leaves at most 0.35 of their sources, median (worst {max(ratios):.2f})")
+        kept0 = [d["facts_kept"] / d["facts_traced"] for d in leaf if d.get("facts_traced")]
+        if kept0:
+            line(min(kept0) >= 0.8, f"at least 80% of planted facts kept in their leaf (lowest {min(kept0):.0%})")
+        d2 = [q["by_depth"].get(2, q["by_depth"].get("2", {})) for _, q in sess]
+        kept2 = [d["facts_kept"] / d["facts_traced"] for d in d2 if d.get("facts_traced")]
+        if kept2:
+            line(min(kept2) >= 0.5, f"at least 50% of planted facts kept at depth 2 (lowest {min(kept2):.0%})")
+        reps = [q["condensed_repetition"]["median"] for _, q in sess if q["condensed_repetition"].get("n")]
+        if reps:
+            line(max(reps) <= 0.3, f"a condensed note repeats at most 30% of its children's 8-grams, median (worst {max(reps):.0%})")
+    return out

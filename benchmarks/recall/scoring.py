@@ -36,7 +36,7 @@ def answer_regex(answer: str) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w){body}(?!\w)", re.IGNORECASE)
 
 
-def count_stated(qa: "QA", text: str) -> bool:
+def count_stated(qa: QA, text: str) -> bool:
     n = int(qa.answers[0])
     alts = [str(n)] + ([NUMBER_WORDS[n]] if n in NUMBER_WORDS else [])
     pattern = re.compile(rf"(?<!\w)(?:{'|'.join(alts)})\s*(?:x|×|times)(?!\w)", re.IGNORECASE)
@@ -47,14 +47,14 @@ def count_stated(qa: "QA", text: str) -> bool:
     return False
 
 
-def present(qa: "QA", text: str) -> bool:
+def present(qa: QA, text: str) -> bool:
     """Whether ``text`` holds the answer to ``qa`` (see the module docstring)."""
     if qa.kind == "counting":
         return all(answer_regex(d).search(text) for d in qa.count_details) or count_stated(qa, text)
     return any(answer_regex(a).search(text) for a in qa.answers)
 
 
-def latest_first(qa: "QA", items: list[str]) -> bool | None:
+def latest_first(qa: QA, items: list[str]) -> bool | None:
     """True/False for an updated-value question whose latest value was seen; None when it was not."""
     latest = next((i for i, t in enumerate(items) if any(answer_regex(a).search(t) for a in qa.answers)), None)
     if latest is None or qa.stale is None:

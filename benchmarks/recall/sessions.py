@@ -32,7 +32,7 @@ from vaultlcm.tokens import count_tokens
 from . import talk
 from .facts import QA, Fact, Plant, build_facts
 from .scoring import answer_regex
-from .world import USER, World
+from .world import World
 
 #: size name -> (target tokens, days, questions, events per counting question)
 SIZES: dict[str, tuple[int, int, int, tuple[int, int]]] = {
@@ -109,7 +109,7 @@ class Episode:
         self.w = world
         self.rng = rng
         self.steps: list[list[tuple[dict[str, Any], Plant | None]]] = []
-        pkg, self.path, self.test = world.file()
+        _, self.path, self.test = world.file()
         self.svc = world.service()
         self.fn = world.func()
         self.ctx = {"path": self.path, "test": self.test, "fn": self.fn, "svc": self.svc, "mate": world.teammate(),
@@ -164,7 +164,7 @@ class Episode:
                       self.fill("\n".join(lines)), plant_result=plant)
 
     def build(self, kind: str, plants: list[Plant]) -> list[list[tuple[dict[str, Any], Plant | None]]]:
-        w, rng = self.w, self.rng
+        rng = self.rng
         user_plants = sorted((p for p in plants if p.carrier in ("user", "report")), key=lambda p: p.carrier != "report")
         said = [p for p in plants if p.carrier == "assistant"]
         tooled = [p for p in plants if p.carrier not in ("user", "report", "assistant")]
@@ -252,7 +252,7 @@ class Episode:
             self.analysis(p)
         for p in tooled:
             self.plant_tool(p)
-        self.say("assistant", self.fill(rng.choice(talk.FINAL)))
+        self.say("assistant", self.fill(rng.choice(talk.FINAL["change" if kind in ("bugfix", "feature") else "look"])))
 
 
 EPISODE_KINDS = ["bugfix", "bugfix", "feature", "feature", "investigate", "review", "ops", "chat"]
@@ -314,9 +314,9 @@ def generate(size: str, seed: int = 7) -> Session:
             messages.append(msg)
             owners.append(plant)
             days.append(day)
-    for i, p in enumerate(owners):
-        if p is not None:
-            p.index = i
+    for i, owner in enumerate(owners):
+        if owner is not None:
+            owner.index = i
     _timestamps(messages, days, rng)
     qas = [q for f in facts for q in f.qas]
     by_key = {p.key: p for p in plants}

@@ -88,6 +88,11 @@ ANALYSIS = [
     "The diff is small but the behaviour change isn't: `{fn}` now raises where it used to return an empty list, and `{other}` doesn't catch that.",
     "I'd go with a partial index rather than a new table, because the hot query only ever touches open rows and the table has about {n} thousand of them.",
     "Decided to keep the old function as a thin wrapper for one release instead of deleting it, since the export worker still imports it.",
+    "Two options here: cache the result of `{other}` per request, or batch the lookups. Batching is more work but the cache would go stale when {mate}'s importer runs, so I'll batch.",
+    "The test was passing by accident: the fixture creates {n} stops but the assertion only looks at the first page. I tightened the assertion before touching `{fn}`.",
+    "I checked git blame: this branch of `{fn}` came in with the carrier refactor and nobody has exercised it since. I'll add a test first so we see it fail.",
+    "There are two code paths that build the same key, one in `{fn}` and one in `{other}`, and they disagree on case. I'm making `{other}` call `{fn}` so there's one rule.",
+    "I'm not going to touch the migration; it's unrelated and {mate} has a branch open on it. The fix stays inside `{fn}`.",
 ]
 FRAME = {
     "user": ["By the way, {f}.", "Unrelated, but {f}.", "FYI {f}.", "Oh, and {f}, just so you know.",
@@ -100,14 +105,23 @@ REVIEW_NOTE = [
     "#{pr} looks good. One nit: the log line in `{fn}` includes the whole payload, which can carry customer addresses; I'd log the id instead.",
     "I left three comments on #{pr}. The main one: the retry in `{fn}` has no upper bound, so a dead upstream keeps the worker busy forever.",
 ]
-FINAL = [
-    "Done. `{fn}` is fixed and covered by a regression test; the package suite passes. Nothing left open on this one.",
-    "Fixed and committed. The root cause was in `{fn}`; I also tidied the caller in {path}. Let me know if you want a PR opened now or later.",
-    "That's in. Tests pass locally and ruff is clean. Open question: should `{other}` get the same treatment? It has the same shape.",
-    "Summary: the change is in {path}, with tests in {test}. I didn't touch the public API. Next I'd look at the slow path in `{other}`.",
-    "All green. I kept the change small on purpose; the bigger refactor of `{other}` can wait for its own PR.",
-    "Looks healthy now. I didn't change anything; if it happens again I'd start with `{other}`.",
-]
+FINAL = {
+    "change": [
+        "Done. `{fn}` is fixed and covered by a regression test; the package suite passes. Nothing left open on this one.",
+        "Fixed and committed. The root cause was in `{fn}`; I also tidied the caller in {path}. Let me know if you want a PR opened now or later.",
+        "That's in. Tests pass locally and ruff is clean. Open question: should `{other}` get the same treatment? It has the same shape.",
+        "Summary: the change is in {path}, with tests in {test}. I didn't touch the public API. Next I'd look at the slow path in `{other}`.",
+        "All green. I kept the change small on purpose; the bigger refactor of `{other}` can wait for its own PR.",
+        "Committed on the branch. I haven't pushed; say the word and I'll open the PR and ask {mate} to review.",
+    ],
+    "look": [
+        "Looks healthy now. I didn't change anything; if it happens again I'd start with `{other}`.",
+        "Nothing alarming: the errors are retries that succeeded on the second attempt. I'd leave it and watch the dashboard this afternoon.",
+        "My read: the spike lines up with the batch job in `{other}`, not with the deploy. I'd raise it with {mate} rather than roll back.",
+        "Summary: {svc} is fine, one noisy log line aside. I didn't touch anything.",
+        "Comments are posted. Nothing blocking from my side once those are addressed.",
+    ],
+}
 RUNBOOK = [
     "- Restarts are safe; the consumer resumes from the last committed offset.",
     "- Dashboards: latency, error rate and queue depth, all in the shared folder.",
