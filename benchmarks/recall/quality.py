@@ -11,7 +11,7 @@ or Obsidian reads them) plus ``Vault.get_message`` for the sources of leaves:
   verbatim (runs of 5 words) from tool calls and results, and from the user's
   own messages (words copied from both count as the user's);
 * **repetition**: the share of a condensed note's word 8-grams that also occur
-  in its children (median);
+  in its children (median); wikilinks are left out of these word measures;
 * **facts kept by depth**: for each planted fragment, whether its string (the
   answer, the stale value, the event's detail, the identifier a two-hop
   question hinges on) is still in the leaf covering its message, and in that
@@ -34,6 +34,8 @@ from vaultlcm.tokens import count_tokens
 from .scoring import answer_regex
 
 _WORD = re.compile(r"\w+")
+#: Obsidian links (``[[…#^m-…|↗]]``) are navigation, not content: left out of the word-level measures.
+_LINK = re.compile(r"\[\[[^\]]*\]\]")
 _MSG_LINK = re.compile(r"#\^(m-[A-Za-z0-9-]+)")
 _SUM_LINK = re.compile(r"\[\[(?:[^\]|#]*/)?(sum_[0-9a-f]{16})")
 
@@ -100,6 +102,10 @@ def quartiles(xs: list[float]) -> dict[str, float]:
     return {"n": len(xs), "p25": q[0], "median": q[1], "p75": q[2]}
 
 
+def words_of(text: str) -> list[str]:
+    return _WORD.findall(_LINK.sub(" ", text).lower())
+
+
 def ngrams(words: list[str], n: int) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
@@ -129,9 +135,9 @@ def leaf_makeup(note: Note, vault: Vault) -> tuple[int, int, int]:
                 tool_text.append(inner if isinstance(inner, str) else json.dumps(inner, ensure_ascii=False))
             elif b.get("type") == "text" and msg.role == "user":
                 user_text.append(str(b.get("text", "")))
-    words = _WORD.findall(note.body.lower())
-    user = _covered(words, ngrams(_WORD.findall(" ".join(user_text).lower()), 5), 5)
-    tool = _covered(words, ngrams(_WORD.findall(" ".join(tool_text).lower()), 5), 5)
+    words = words_of(note.body)
+    user = _covered(words, ngrams(words_of(" ".join(user_text)), 5), 5)
+    tool = _covered(words, ngrams(words_of(" ".join(tool_text)), 5), 5)
     return len(words), sum(t and not u for t, u in zip(tool, user)), sum(user)
 
 
@@ -158,11 +164,11 @@ def report(vault: Vault, conversation: str, plants: list[tuple[str, str]] | None
     repetition = []
     for n in notes:
         if n.kind == "condensed":
-            mine = ngrams(_WORD.findall(n.body.lower()), 8)
+            mine = ngrams(words_of(n.body), 8)
             children: set[tuple[str, ...]] = set()
             for c in n.sources:
                 if c in by_id:
-                    children |= ngrams(_WORD.findall(by_id[c].body.lower()), 8)
+                    children |= ngrams(words_of(by_id[c].body), 8)
             if mine:
                 repetition.append(len(mine & children) / len(mine))
     kept: dict[int, list[bool]] = defaultdict(list)

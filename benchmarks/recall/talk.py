@@ -45,6 +45,9 @@ REQUEST = {
     ],
     "chat": [
         "Thanks, that's great. Grabbing lunch, back in forty minutes.",
+        "{mate} asked whether the {svc} change is safe to deploy before the weekend. What do you think?",
+        "Can you remind me later to look at #{pr}? I keep forgetting.",
+        "I'm pairing with {mate} for a bit. Carry on with {path} and leave me a summary.",
         "Nice work on that. How are you getting on with the rest?",
         "I'm in the planning meeting for the next hour, keep going on the list.",
         "Quick sanity check: are we still on track to finish the {svc} work today?",
@@ -54,6 +57,9 @@ REQUEST = {
 }
 CHAT_REPLY = [
     "Sounds good. I'll keep going and leave notes here as I go.",
+    "Will do. Next on my list is `{fn}` in {path}; I'll ping you if it turns into something bigger.",
+    "Got it. I'm halfway through {svc}; the failing case is reproduced and I'm writing the test now.",
+    "Sure. Meanwhile I'll look at the review comments {mate} left on #{pr}.",
     "All good on my side. Nothing is blocked right now; I'll flag it if that changes.",
     "Yes, still on track. The remaining part is mostly tests.",
     "We were in the middle of the {svc} work; the tests are green so far and I'm cleaning up.",
@@ -116,10 +122,13 @@ FINAL = {
     ],
     "look": [
         "Looks healthy now. I didn't change anything; if it happens again I'd start with `{other}`.",
-        "Nothing alarming: the errors are retries that succeeded on the second attempt. I'd leave it and watch the dashboard this afternoon.",
+        "Nothing alarming in {svc}: the errors are retries that succeeded on the second attempt. I'd leave it and watch the dashboard this afternoon.",
         "My read: the spike lines up with the batch job in `{other}`, not with the deploy. I'd raise it with {mate} rather than roll back.",
-        "Summary: {svc} is fine, one noisy log line aside. I didn't touch anything.",
-        "Comments are posted. Nothing blocking from my side once those are addressed.",
+        "Summary: {svc} is fine, one noisy log line from `{fn}` aside. I didn't touch anything.",
+        "Comments are posted on #{pr}. Nothing blocking from my side once those are addressed.",
+        "I don't see a regression. The slow requests are all large accounts hitting `{fn}`, about {n} of them this morning, same as last week.",
+        "{svc} looks fine after the rollout. If {mate} sees the blip again, the first thing to check is the connection pool, not the code.",
+        "Nothing to fix right now. I wrote down the request ids of the slowest calls in case we want to trace `{other}` later.",
     ],
 }
 RUNBOOK = [
