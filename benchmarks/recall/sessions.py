@@ -173,9 +173,10 @@ class Episode:
         first = user_plants[0] if user_plants else None
         if first is not None and first.carrier == "report":
             request = first.text  # a person's own report opens the episode
-        elif first is not None:
-            fact = self.framed("user", first)
-            request = f"{request} {fact}" if rng.random() < 0.5 else f"{fact} {request}"
+        elif first is not None:  # at a sentence boundary of the request, often in the middle
+            sentences = re.split(r"(?<=[.?!])\s+", request)
+            at = rng.randint(0, len(sentences))
+            request = " ".join(sentences[:at] + [self.framed("user", first)] + sentences[at:])
         self.say("user", request, first)
         if kind == "chat":
             self.say("assistant", self.fill(rng.choice(talk.CHAT_REPLY)))
@@ -209,11 +210,13 @@ class Episode:
             self.analysis(said.pop(0) if said else None)
             if rng.random() < 0.5:
                 self.call(self.step_text("grep"), "grep", {"pattern": self.fn, "path": "src"}, w.grep_out(self.fn))
-            args, res, _, _ = w.edit(self.path)
+            args, res = w.edit(self.path)
             self.call(self.step_text("edit"), "edit_file", args, res)
             self.call(self.step_text("pytest_pass"), "run_command", {"command": f"pytest {self.test} -q"}, w.pytest(self.test))
             if rng.random() < 0.4:
                 self.call(self.step_text("lint"), "run_command", {"command": "ruff check src tests"}, w.lint())
+            if rng.random() < 0.3:
+                self.call(None, "run_command", {"command": "git status"}, w.git_status([self.path, self.test]))
             self.call(self.step_text("commit"), "run_command", {"command": f'git commit -am "Fix {self.fn}"'},
                       w.commit(f"fix/{self.fn.replace('_', '-')}", f"Fix {self.fn} for {test_name[5:]}"))
         elif kind == "feature":
@@ -221,7 +224,7 @@ class Episode:
             maybe_tool()
             self.analysis(said.pop(0) if said else None)
             for _ in range(rng.randint(1, 2)):
-                args, res, _, _ = w.edit(self.path)
+                args, res = w.edit(self.path)
                 self.call(self.step_text("edit"), "edit_file", args, res)
             self.call(self.step_text("pytest_pass"), "run_command", {"command": f"pytest {self.test} -q"}, w.pytest(self.test))
             if rng.random() < 0.5:
@@ -230,6 +233,9 @@ class Episode:
             self.call(self.step_text("logs"), "run_command", {"command": f"kubectl logs deploy/{self.svc} --since 2h | tail -n 12"},
                       w.log_lines(self.svc, rng.randint(6, 14)))
             maybe_tool()
+            if rng.random() < 0.4:
+                self.call(self.step_text("history"), "run_command", {"command": f"git log --oneline -6 -- src/tidewater/{self.path.split('/')[2]}"},
+                          w.git_log(rng.randint(3, 6)))
             self.call(self.step_text("grep"), "grep", {"pattern": self.fn, "path": "src"}, w.grep_out(self.fn))
             self.analysis(said.pop(0) if said else None)
             if rng.random() < 0.5:

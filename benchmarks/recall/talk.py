@@ -81,6 +81,7 @@ STEP = {
     "deploy": ["Checking the deploy status:", "Let me look at the rollout:"],
     "pr": ["Fetching the PR diff:", "Let me read the diff of #{pr}:"],
     "docs": ["Let me check the runbook for {svc}.", "The runbook should say:", "Looking it up in the docs:"],
+    "history": ["What changed there recently?", "Recent commits touching that package:", "Let me see what landed lately:"],
     "check": ["Let me check.", "Checking the current state:", "One more look before I continue:", "Checking:"],
 }
 ANALYSIS = [

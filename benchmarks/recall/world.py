@@ -37,7 +37,6 @@ class World:
         self.rng = rng
         self.reserved = reserved_numbers
         self.files = [(pkg, mod) for pkg in PACKAGES for mod in MODULES]
-        self.commits: list[tuple[str, str]] = []
 
     # -- small pieces ------------------------------------------------------------
 
@@ -133,8 +132,8 @@ class World:
         chunk = lines[start : start + self.rng.randint(14, 34)]
         return "\n".join(f"{start + i + 1:>6}\t{ln}" for i, ln in enumerate(chunk))
 
-    def edit(self, path: str) -> tuple[dict[str, str], str, int, int]:
-        """An edit_file call's arguments, its tool result and the +/- line counts."""
+    def edit(self, path: str) -> tuple[dict[str, str], str]:
+        """An edit_file call's arguments and its tool result."""
         lines = [ln for ln in self.code_lines(path) if ln.startswith("    ") and len(ln) > 12]
         old = self.pick(lines)
         new = old.replace("None", "()") if "None" in old else old + f"  # {self.pick(VERBS)} first"
@@ -143,7 +142,7 @@ class World:
         at = self.num(20, 140)
         result = (f"The file {path} has been edited. Snippet of the edited file:\n"
                   + "\n".join(f"{at + i:>6}\t{ln}" for i, ln in enumerate(new.split("\n"))))
-        return {"path": path, "old_str": old.strip(), "new_str": new.strip()}, result, new.count("\n") + 1, 1
+        return {"path": path, "old_str": old.strip(), "new_str": new.strip()}, result
 
     def diff(self, path: str) -> str:
         lines = self.code_lines(path)
@@ -184,7 +183,6 @@ class World:
             h = self.hexid()
             msg = self.pick(["Tighten", "Fix", "Refactor", "Add tests for", "Speed up", "Log", "Document"]) + \
                 f" {self.func()} in {self.pick(list(PACKAGES))}"
-            self.commits.append((h, msg))
             rows.append(f"{h} {msg}")
         return "\n".join(rows)
 
