@@ -376,6 +376,10 @@ class Dag:
     def all(self, conv: str) -> list[SummaryRow]:
         return self._rows("conv=? ORDER BY depth, first_seq, id", (conv,))
 
+    def page(self, conv: str, *, after: str = "", limit: int = 500) -> list[SummaryRow]:
+        """Summaries of ``conv`` by id, ``limit`` at a time after ``after`` (for streaming through them)."""
+        return self._rows("conv=? AND id>? ORDER BY id LIMIT ?", (conv, after, limit))
+
     def roots(self, conv: str) -> list[SummaryRow]:
         return self._rows("conv=? AND parent IS NULL ORDER BY first_seq, id", (conv,))
 
