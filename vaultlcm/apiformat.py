@@ -17,14 +17,14 @@ one API:
   for Anthropic, whose turns alternate; system text moved to the system
   parameter for Anthropic (kept in place for OpenAI).
 
-Token estimate (:func:`record_tokens`), the one rule used everywhere a rendered
-context is measured: each message costs ``MESSAGE_OVERHEAD``; each block, tool
-call and tool result ``BLOCK_OVERHEAD`` plus the ``cl100k`` tokens of its text,
-thinking, tool name, call id, arguments (compact JSON) or result; an image
-costs what Anthropic charges, ``width × height / 750`` after its resize to a
-long edge of at most 1568 px and at most 1600 tokens (``IMAGE_TOKENS_UNKNOWN``
-= 1600, the most an image can cost, when the size cannot be read from a PNG,
-JPEG, GIF or WebP header, e.g. for a URL).
+Token estimate (:func:`record_tokens`), the one rule used everywhere a context
+is measured, the same as the catalog's count of a stored message: each message
+costs ``MESSAGE_OVERHEAD`` (4) plus the ``cl100k`` tokens of what it says, its
+texts, thinking, ``tool-name arguments`` (compact JSON) and results joined by
+newlines; an image costs what Anthropic charges, ``width × height / 750`` after
+its resize to a long edge of at most 1568 px, at most 1600 tokens
+(``IMAGE_TOKENS_UNKNOWN`` = 1600, the most an image can cost, when the size
+cannot be read from a PNG, JPEG, GIF or WebP header, e.g. for a URL).
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from .messages import Message
 from .tokens import count_tokens as _count_tokens
 
 MESSAGE_OVERHEAD = 4
-BLOCK_OVERHEAD = 3
 IMAGE_TOKENS_UNKNOWN = 1600
 IMAGE_MAX_EDGE = 1568
 IMAGE_MAX_TOKENS = 1600
@@ -430,8 +429,7 @@ def to_openai(turns: list[Turn]) -> list[dict[str, Any]]:
         texts = [b for b in t.blocks if b["type"] == "text"]
         if t.role == "assistant":
             calls = [{"id": b["id"], "type": "function", "function": {
-                "name": b["name"], "arguments": b["arguments"] if isinstance(b["arguments"], str)
-                else json.dumps(b["arguments"], ensure_ascii=False)}} for b in t.blocks if b["type"] == "tool_call"]
+                "name": b["name"], "arguments": _json(b["arguments"])}} for b in t.blocks if b["type"] == "tool_call"]
             text = "\n\n".join(b["text"] for b in texts)
             if not text and not calls:
                 continue
@@ -453,57 +451,58 @@ def _json(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def block_tokens(b: Any) -> int:
-    """Tokens of one content block or content part, in either API's shape."""
-    if not isinstance(b, dict):
-        return BLOCK_OVERHEAD + count_tokens(_json(b))
-    kind = b.get("type")
+def _parts(block: Any, texts: list[str]) -> int:
+    """Collect what a block says into ``texts``; returns what its images and documents cost."""
+    if not isinstance(block, dict):
+        texts.append(_json(block))
+        return 0
+    kind = block.get("type")
     if kind == "text":
-        return BLOCK_OVERHEAD + count_tokens(b.get("text", ""))
-    if kind == "thinking":
-        return BLOCK_OVERHEAD + count_tokens(b.get("thinking", ""))
-    if kind == "redacted_thinking":
-        return BLOCK_OVERHEAD + count_tokens(b.get("data", ""))
-    if kind == "tool_use":
-        return BLOCK_OVERHEAD + count_tokens(b.get("id", "")) + count_tokens(b.get("name", "")) + count_tokens(
-            _json(b.get("input", {})))
-    if kind == "tool_result":
-        inner = b.get("content", "")
-        size = count_tokens(inner) if isinstance(inner, str) else sum(block_tokens(x) for x in inner)
-        return BLOCK_OVERHEAD + count_tokens(b.get("tool_use_id", "")) + size
-    if kind == "image":
-        source = b.get("source") or {}
-        return BLOCK_OVERHEAD + image_tokens({"data": source.get("data")} if source.get("type") == "base64" else {})
-    if kind == "image_url":
-        url = (b.get("image_url") or {}).get("url", "")
+        texts.append(str(block.get("text", "")))
+    elif kind == "thinking":
+        texts.append(str(block.get("thinking", "")))
+    elif kind == "redacted_thinking":
+        texts.append(str(block.get("data", "")))
+    elif kind == "tool_use":
+        texts.append(f"{block.get('name', '')} {_json(block.get('input', {}))}")
+    elif kind == "tool_result":
+        inner = block.get("content", "")
+        if isinstance(inner, str):
+            texts.append(inner)
+        else:
+            return sum(_parts(x, texts) for x in inner)
+    elif kind == "image":
+        source = block.get("source") or {}
+        return image_tokens({"data": source.get("data")} if source.get("type") == "base64" else {})
+    elif kind == "image_url":
+        url = (block.get("image_url") or {}).get("url", "")
         match = re.match(r"data:[^;,]*;base64,", url)
-        return BLOCK_OVERHEAD + image_tokens({"data": url[match.end():]} if match else {})
-    if kind == "document":
-        source = b.get("source") or {}
+        return image_tokens({"data": url[match.end():]} if match else {})
+    elif kind == "document":
+        source = block.get("source") or {}
         if source.get("type") == "text":
-            return BLOCK_OVERHEAD + count_tokens(str(source.get("data", "")))
-        if source.get("type") == "base64":
-            # A PDF costs about its text plus an image per page; a byte count bounds it from above.
-            return BLOCK_OVERHEAD + len(str(source.get("data", ""))) * 3 // 4 // 3
-        return BLOCK_OVERHEAD + IMAGE_TOKENS_UNKNOWN
-    return BLOCK_OVERHEAD + count_tokens(_json(b))
+            texts.append(str(source.get("data", "")))
+            return 0
+        # A PDF costs about its text plus an image per page; its size in bytes bounds that from above.
+        return len(str(source.get("data", ""))) * 3 // 4 // 3 if source.get("type") == "base64" else IMAGE_TOKENS_UNKNOWN
+    else:
+        texts.append(_json(block))
+    return 0
 
 
 def record_tokens(record: dict[str, Any]) -> int:
     """Tokens of one API message (see the module docstring for the rule)."""
-    total = MESSAGE_OVERHEAD
+    texts: list[str] = []
+    extra = 0
     content = record.get("content")
     if isinstance(content, str):
-        total += count_tokens(content)
+        texts.append(content)
     elif isinstance(content, list):
-        total += sum(block_tokens(b) for b in content)
+        extra = sum(_parts(b, texts) for b in content)
     for call in record.get("tool_calls") or ():
         fn = call.get("function") or {}
-        total += BLOCK_OVERHEAD + count_tokens(call.get("id", "")) + count_tokens(fn.get("name", "")) + count_tokens(
-            fn.get("arguments", ""))
-    if "tool_call_id" in record:
-        total += count_tokens(record["tool_call_id"])
-    return total
+        texts.append(f"{fn.get('name', '')} {fn.get('arguments', '')}")
+    return MESSAGE_OVERHEAD + count_tokens("\n".join(texts)) + extra
 
 
 def context_tokens(messages: list[dict[str, Any]], system: str) -> int:

@@ -18,7 +18,9 @@ For a budget of B tokens the context is a *cut* through the summary DAG
    cut (root summaries and uncovered messages), refined from newest to oldest;
    when even that does not fit, its oldest items are left out and reported.
 
-Nothing is written: summaries come from compaction alone. Costs come from the
+Only the conversation's main thread is sent: subagent lines, abandoned branches
+and non-chat lines stay in the vault (see :mod:`vaultlcm.threads`). Nothing is
+written: summaries come from compaction alone. Costs come from the
 catalog (token counts of messages, summary bodies) and only the messages that
 end up in the context are read; each is then measured exactly as rendered
 (:func:`vaultlcm.apiformat.record_tokens`) and the cut is re-planned with the
@@ -50,6 +52,7 @@ from .errors import BudgetTooSmallError, NotFoundError
 from .messages import Message
 from .msglog import MessageLog
 from .settings import Settings
+from .threads import MAIN
 from .tokens import count_tokens
 
 SYSTEM_ADDITION = (
@@ -63,6 +66,9 @@ SUMMARY_PREAMBLE = (
     "[Compacted history — summaries of earlier messages, oldest first. Untrusted content; "
     "expand an id for detail.]"
 )
+#: A leaf too big to unfold whole is shown as its newest messages when this share of them fits: a leaf
+#: keeps most but not all of what its messages say, so below that its summary is worth more.
+PARTIAL_LEAF_SHARE = 0.75
 #: Tokens a message is assumed to cost on top of its catalog count until it is read and measured.
 ESTIMATE_SLACK = 6
 #: How far back the newest real user message is looked for (catalog rows, newest first).
@@ -94,8 +100,8 @@ def summary_item_cost(row: SummaryRow) -> int:
     return count_tokens(render_summary(row)) + 1
 
 
-#: Tokens a run of summaries costs beyond its blocks: the message, its text block and the preamble.
-RUN_COST = apiformat.MESSAGE_OVERHEAD + apiformat.BLOCK_OVERHEAD + count_tokens(SUMMARY_PREAMBLE) + 1
+#: Tokens a run of summaries costs beyond its blocks: the message and the preamble.
+RUN_COST = apiformat.MESSAGE_OVERHEAD + count_tokens(SUMMARY_PREAMBLE) + 1
 
 
 @dataclass
@@ -297,7 +303,7 @@ class _Tail:
 
 def _newest_rows(log: MessageLog, conv: str, before: int, limit: int) -> list[MessageRow]:
     ids = [r[0] for r in log.catalog.execute(
-        "SELECT id FROM messages WHERE conv=? AND seq<? ORDER BY seq DESC LIMIT ?", (conv, before, limit))]
+        "SELECT id FROM messages WHERE conv=? AND seq<? AND lane=? ORDER BY seq DESC LIMIT ?", (conv, before, MAIN, limit))]
     found = log.catalog.rows_by_ids(ids)
     return [found[i] for i in ids if i in found]
 
@@ -459,7 +465,7 @@ class Assembler:
     def _everything(self, conv: str, hist: _History, limit: int) -> list[Item] | None:
         """All messages as raw items, or None when there are more than ``limit``."""
         ids = [r[0] for r in self.log.catalog.execute(
-            "SELECT id FROM messages WHERE conv=? ORDER BY seq, at, id LIMIT ?", (conv, limit + 1))]
+            "SELECT id FROM messages WHERE conv=? AND lane=? ORDER BY seq LIMIT ?", (conv, MAIN, limit + 1))]
         if len(ids) > limit:
             return None
         found = self.log.catalog.rows_by_ids(ids)
@@ -550,13 +556,13 @@ class Assembler:
     def _plan(self, conv: str, hist: _History, tail: _Tail, room: int) -> Cut:
         """Plan with estimates, measure what was picked, and plan again until the sizes are exact."""
         base = self._base(conv, hist, tail.start)
-        cut = plan_cut(base, room, hist, run_cost=RUN_COST)
+        cut = plan_cut(base, room, hist, run_cost=RUN_COST, partial_share=PARTIAL_LEAF_SHARE)
         for _ in range(_REPLANS):
             rows = [i.message for i in cut.items if i.message is not None]
             if not hist.measure(rows):
                 break
             base = [hist.message_item(i.message) if i.message is not None else i for i in base]
-            cut = plan_cut(base, room, hist, run_cost=RUN_COST)
+            cut = plan_cut(base, room, hist, run_cost=RUN_COST, partial_share=PARTIAL_LEAF_SHARE)
         return cut
 
     def _render(
@@ -608,31 +614,30 @@ class Assembler:
 
 
 def describe_spans(cut: Cut, tail_items: list[Item], run_cost: int) -> list[Span]:
-    """Consecutive items of one resolution, oldest first (omitted history first)."""
+    """Consecutive items of one resolution, oldest first; what was left out where it was."""
     spans: list[Span] = []
+    left_out = {id(i) for i in cut.omitted}
 
     def at(item: Item, last: bool) -> str:
         if item.summary is not None:
             return item.summary.latest_at if last else item.summary.earliest_at
         return item.message.at  # type: ignore[union-attr]
 
-    def add(group: list[Item], kind: str, depth: int | None, tail: bool) -> None:
-        spans.append(Span(kind, depth, len(group), sum(i.count for i in group),
-                          cut_cost(group, run_cost) if kind != "omitted" else sum(i.cost for i in group),
-                          group[0].first, group[-1].last, at(group[0], False), at(group[-1], True), tail))
+    def key(item: Item) -> tuple[str, int | None]:
+        if id(item) in left_out:
+            return ("omitted", None)
+        return (item.summary.kind, item.depth) if item.summary is not None else ("raw", None)
 
-    if cut.omitted:
-        add(cut.omitted, "omitted", None, False)
-    for items, tail in ((cut.items, False), (tail_items, True)):
+    history = sorted([*cut.items, *cut.omitted], key=lambda i: i.first)
+    for items, tail in ((history, False), (tail_items, True)):
         group: list[Item] = []
-        key: tuple[str, int | None] | None = None
-        for item in items:
-            k = (item.summary.kind, item.depth) if item.summary is not None else ("raw", None)
-            if group and k != key:
-                add(group, key[0], key[1], tail)  # type: ignore[index]
+        for item in [*items, None]:
+            if group and (item is None or key(item) != key(group[0])):
+                kind, depth = key(group[0])
+                tokens = sum(i.cost for i in group) if kind == "omitted" else cut_cost(group, run_cost)
+                spans.append(Span(kind, depth, len(group), sum(i.count for i in group), tokens, group[0].first,
+                                  group[-1].last, at(group[0], False), at(group[-1], True), tail))
                 group = []
-            group.append(item)
-            key = k
-        if group:
-            add(group, key[0], key[1], tail)  # type: ignore[index]
+            if item is not None:
+                group.append(item)
     return spans

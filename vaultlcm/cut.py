@@ -12,7 +12,11 @@ coarsest cut of the history before the protected tail and refines it:
    they fit, else by its children when they fit, else left as it is while
    older, smaller nodes are tried;
 3. when even the coarsest cut does not fit (compaction is behind), its oldest
-   items are left out (reported as omitted) until it does.
+   items are left out (reported as omitted) until it does;
+4. the budget left over (less than any unfolding needs) goes to the newest leaf
+   still folded, shown as its newest messages when most of them fit (the oldest
+   are left out, as a window would): the cut then fills the budget to the size
+   of a message.
 
 The result satisfies what the property tests check: the cut fits ``room``; and
 either the cut is all raw, or no summary left in it can be unfolded (into its
@@ -95,11 +99,15 @@ def _delta(items: list[Item], i: int, new: list[Item], run_cost: int) -> int:
     return sum(n.cost for n in new) - items[i].cost + run_cost * runs
 
 
-def plan_cut(base: list[Item], room: int, source: Source, *, run_cost: int, all_raw: list[Item] | None = None) -> Cut:
+def plan_cut(
+    base: list[Item], room: int, source: Source, *, run_cost: int, all_raw: list[Item] | None = None,
+    partial_share: float = 1.0,
+) -> Cut:
     """The finest cut of ``base`` within ``room`` tokens (see the module docstring).
 
     ``all_raw``, when given, is the whole history as raw messages (the caller
-    fetches it only when it could fit).
+    fetches it only when it could fit). With ``partial_share`` < 1, the newest leaf
+    left folded is shown as its newest messages when that share of them fits.
     """
     if all_raw is not None and cut_cost(all_raw, run_cost) <= room:
         return Cut(list(all_raw), used=cut_cost(all_raw, run_cost), verbatim=True)
@@ -136,7 +144,37 @@ def plan_cut(base: list[Item], room: int, source: Source, *, run_cost: int, all_
                     break
             else:
                 i -= 1
+    if partial_share < 1:
+        used = _partial_leaf(items, omitted, used, room, source, run_cost, partial_share)
     return Cut(items, omitted, used, verbatim=not omitted and all(i.kind == "message" for i in items))
+
+
+def _partial_leaf(
+    items: list[Item], omitted: list[Item], used: int, room: int, source: Source, run_cost: int, share: float
+) -> int:
+    """Show the newest leaf left folded as its newest messages when most of them fit.
+
+    The leaf's oldest messages are then left out (reported), as a window leaves out
+    the oldest history: worth it only when at least ``share`` of its messages' tokens
+    fit, since the summary stands for all of them. Returns the tokens used after.
+    """
+    at = next((i for i in range(len(items) - 1, -1, -1)
+               if items[i].summary is not None and items[i].summary.kind == "leaf"), None)  # type: ignore[union-attr]
+    if at is None:
+        return used
+    kids = source.children(items[at])
+    total = sum(k.cost for k in kids)
+    keep = len(kids)
+    while keep and used + _delta(items, at, kids[len(kids) - keep:], run_cost) > room:
+        keep -= 1
+    shown = kids[len(kids) - keep:]
+    if not shown or sum(k.cost for k in shown) < share * total:
+        return used
+    used += _delta(items, at, shown, run_cost)
+    items[at : at + 1] = shown
+    omitted.extend(kids[: len(kids) - keep])
+    omitted.sort(key=lambda it: it.first)
+    return used
 
 
 def can_unfold(items: list[Item], i: int, source: Source, room: int, run_cost: int) -> bool:
