@@ -17,10 +17,10 @@ nothing is eligible):
 3. **condense**: the oldest run of ``condensed_min_fanin``..``condensed_max_fanin``
    adjacent root summaries of one depth, up to ``incremental_max_depth``.
 
-Targets follow the sources (a leaf is asked for at most a third of its chunk, a
-condensed node for at most half of its children), so a summary is clearly
-smaller than what it replaces and a chunk too small for that is never
-summarized: compaction never grows the context. In *hard* mode (a model call
+A chunk whose leaf would not be clearly smaller than its messages (a leaf is
+about a third of its chunk, plus its ``<summary>`` wrapper) is never
+summarized, and a condensed node replaces several nodes by one smaller than
+their sum: compaction never grows the context. In *hard* mode (a model call
 waits on it) the rules loosen step by step: short chunks, fan-in of two, mixed
 depths; the protected tail is never summarized. Every step removes at least one
 item from the active context or turns messages into a smaller summary, so
@@ -153,19 +153,15 @@ class Compactor:
         """Raw tokens a leaf chunk aims at: three times the leaf target, so a leaf compresses about 3x."""
         return min(3 * self.settings.leaf_target_tokens, self.settings.leaf_chunk_max_tokens)
 
-    def leaf_target(self, source_tokens: int) -> int:
-        """Size asked of a leaf: the leaf target, or a third of a smaller chunk (a leaf never grows the context)."""
+    def expected_leaf_tokens(self, source_tokens: int) -> int:
+        """About what a leaf over ``source_tokens`` comes to: a third of its chunk, up to the leaf target."""
         return max(32, min(self.settings.leaf_target_tokens, source_tokens // 3))
-
-    def condensed_target(self, source_tokens: int) -> int:
-        """Size asked of a condensed node: the condensed target, or half of smaller children."""
-        return max(32, min(self.settings.condensed_target_tokens, source_tokens // 2))
 
     def worth_a_leaf(self, chunk: list[MessageRow]) -> bool:
         """Whether a leaf over ``chunk``, wrapper included, would be clearly smaller in the context."""
         raw = sum(r.tokens for r in chunk)
         in_context = raw + MESSAGE_OVERHEAD_TOKENS * len(chunk)
-        expected = SUMMARY_OVERHEAD_TOKENS + TARGET_SLACK * self.leaf_target(raw)
+        expected = SUMMARY_OVERHEAD_TOKENS + TARGET_SLACK * self.expected_leaf_tokens(raw)
         return expected <= CLEARLY_SMALLER * in_context
 
     def tail_start(self, items: list[ActiveItem]) -> int:
@@ -437,7 +433,7 @@ class Compactor:
         )
         ids = [row.id for row in chunk]
         return self._write_node(
-            conv, "leaf", 0, ids, items, self.leaf_target(source_tokens(items)), report, hard, refresh, force,
+            conv, "leaf", 0, ids, items, self.settings.leaf_target_tokens, report, hard, refresh, force,
             earliest=min(r.at for r in chunk), latest=max(r.at for r in chunk), descendants=len(chunk),
             sources_digest=sources_hash([r.hash for r in chunk]), links=[message_link(r.path, r.id) for r in chunk],
         )
@@ -453,7 +449,7 @@ class Compactor:
         )
         ids = [r.id for r in run]
         return self._write_node(
-            conv, "condensed", depth, ids, items, self.condensed_target(source_tokens(items)), report, hard, refresh, force,
+            conv, "condensed", depth, ids, items, self.settings.condensed_target_tokens, report, hard, refresh, force,
             earliest=min(r.earliest_at for r in run), latest=max(r.latest_at for r in run),
             descendants=sum(r.descendant_count for r in run),
             sources_digest=sources_hash([r.body_hash for r in run]), links=[summary_link(i) for i in ids],
