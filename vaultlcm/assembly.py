@@ -38,7 +38,9 @@ compacted, untrusted history::
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,12 +71,19 @@ SUMMARY_PREAMBLE = (
 #: A leaf too big to unfold whole is shown as its newest messages when this share of them fits: a leaf
 #: keeps most but not all of what its messages say, so below that its summary is worth more.
 PARTIAL_LEAF_SHARE = 0.75
-#: Tokens a message is assumed to cost on top of its catalog count until it is read and measured.
-ESTIMATE_SLACK = 6
+#: Tokens a message is assumed to cost on top of its catalog count until it is read and measured
+#: (the catalog counts a message as a context does; images and dropped blocks are what differ).
+ESTIMATE_SLACK = 0
+#: A summary's messages are not even listed when their catalog sizes exceed what is free by this factor.
+RAW_ESTIMATE_MARGIN = 1.25
+#: Decoded messages kept between calls: consecutive turns show mostly the same messages.
+MESSAGE_CACHE_SIZE = 8192
 #: How far back the newest real user message is looked for (catalog rows, newest first).
 TAIL_SEARCH_LIMIT = 5000
 _REPLANS = 6
-_SEARCH_STEPS = 8
+_SEARCH_STEPS = 6
+#: A context this close to its budget (or within half a percent) is full enough to stop searching.
+_FILL_TOLERANCE = 16
 _COST_CACHE_SIZE = 50_000
 _cost_cache: dict[tuple[str, str, str], int] = {}
 _cost_lock = threading.Lock()
@@ -100,8 +109,10 @@ def summary_item_cost(row: SummaryRow) -> int:
     return count_tokens(render_summary(row)) + 1
 
 
-#: Tokens a run of summaries costs beyond its blocks: the message and the preamble.
-RUN_COST = apiformat.MESSAGE_OVERHEAD + count_tokens(SUMMARY_PREAMBLE) + 1
+@functools.cache
+def run_cost() -> int:
+    """Tokens a run of summaries costs beyond its blocks: the message and the preamble."""
+    return apiformat.MESSAGE_OVERHEAD + count_tokens(SUMMARY_PREAMBLE) + 1
 
 
 @dataclass
@@ -210,6 +221,8 @@ class _History:
         self.messages: dict[str, Message] = {}
         self.exact: dict[str, int] = {}
         self._children: dict[str, list[MessageRow | SummaryRow]] = {}
+        self._raw: dict[str, tuple[list[str], int]] = {}
+        self._raw_rows: dict[str, list[MessageRow]] = {}
 
     # -- items ---------------------------------------------------------------------
 
@@ -237,31 +250,33 @@ class _History:
                 found = self.asm.log.catalog.rows_by_ids(row.sources)
                 kids = [found[i] for i in row.sources if i in found]
             else:
-                kids = list(self.asm.dag.children(row.id))
+                kids = list(self.asm.dag.sources_of(row))
             self._children[row.id] = kids
         # Items are made afresh: a message's cost becomes exact once it has been measured.
         items = [self.message_item(k) if isinstance(k, MessageRow) else self.summary_item(k)
                  for k in self._children[row.id]]
         return sorted(items, key=lambda it: it.first)
 
-    def raw(self, item: Item) -> list[Item]:
-        out: list[Item] = []
-        stack = [item]
-        while stack:
-            node = stack.pop()
-            for child in reversed(self.children(node)):
-                if child.kind == "message":
-                    out.append(child)
-                else:
-                    stack.append(child)
-        out.sort(key=lambda it: it.first)
-        return out
+    def raw(self, item: Item, limit: int) -> list[Item] | None:
+        """Every message under a summary, or None when their catalog sizes already exceed ``limit``."""
+        if item.summary is None:
+            return None
+        sid = item.summary.id
+        if sid not in self._raw:
+            self._raw[sid] = self.asm.dag.messages_under(sid)
+        ids, estimate = self._raw[sid]
+        if estimate > limit * RAW_ESTIMATE_MARGIN:
+            return None
+        if sid not in self._raw_rows:
+            found = self.asm.log.catalog.rows_by_ids(ids)
+            self._raw_rows[sid] = [found[i] for i in ids if i in found]
+        return [self.message_item(r) for r in self._raw_rows[sid]]
 
     # -- exact sizes -------------------------------------------------------------------
 
     def read(self, rows: Iterable[MessageRow]) -> None:
         missing = [r for r in rows if r.id not in self.messages]
-        for row, msg in self.asm.log.read_rows(missing):
+        for row, msg in self.asm.read_rows(missing):
             self.messages[row.id] = msg
 
     def measure(self, rows: Iterable[MessageRow], stubs: dict[str, dict[str, int]] | None = None) -> bool:
@@ -356,6 +371,29 @@ class Assembler:
         self.log = log
         self.dag = dag
         self.settings = settings
+        self._decoded: OrderedDict[tuple[str, str, str, int], Message] = OrderedDict()
+        self._decoded_lock = threading.Lock()
+
+    def read_rows(self, rows: list[MessageRow]) -> list[tuple[MessageRow, Message]]:
+        """Messages of ``rows``, decoded once per row version (the key changes when the row does)."""
+        out: dict[str, Message] = {}
+        missing = []
+        with self._decoded_lock:
+            for row in rows:
+                hit = self._decoded.get((row.id, row.hash, row.path, row.start))
+                if hit is None:
+                    missing.append(row)
+                else:
+                    self._decoded.move_to_end((row.id, row.hash, row.path, row.start))
+                    out[row.id] = hit
+        fresh = self.log.read_rows(missing) if missing else []
+        with self._decoded_lock:
+            for row, msg in fresh:
+                out[row.id] = msg
+                self._decoded[(row.id, row.hash, row.path, row.start)] = msg
+            while len(self._decoded) > MESSAGE_CACHE_SIZE:
+                self._decoded.popitem(last=False)
+        return [(row, out[row.id]) for row in rows]
 
     # -- the tail --------------------------------------------------------------------
 
@@ -462,12 +500,16 @@ class Assembler:
                 out.extend(self._before(hist, child, tail_start))
         return out
 
-    def _everything(self, conv: str, hist: _History, limit: int) -> list[Item] | None:
-        """All messages as raw items, or None when there are more than ``limit``."""
-        ids = [r[0] for r in self.log.catalog.execute(
-            "SELECT id FROM messages WHERE conv=? AND lane=? ORDER BY seq LIMIT ?", (conv, MAIN, limit + 1))]
-        if len(ids) > limit:
+    def _everything(self, conv: str, hist: _History, budget: int) -> list[Item] | None:
+        """All messages as raw items, or None when their catalog sizes already exceed ``budget`` clearly."""
+        limit = budget // apiformat.MESSAGE_OVERHEAD
+        count, tokens = self.log.catalog.execute(
+            "SELECT COUNT(*), COALESCE(SUM(tokens), 0) FROM (SELECT tokens FROM messages WHERE conv=? AND lane=? "
+            "ORDER BY seq LIMIT ?)", (conv, MAIN, limit + 1))[0]
+        if count > limit or tokens > budget * RAW_ESTIMATE_MARGIN:
             return None
+        ids = [r[0] for r in self.log.catalog.execute(
+            "SELECT id FROM messages WHERE conv=? AND lane=? ORDER BY seq", (conv, MAIN))]
         found = self.log.catalog.rows_by_ids(ids)
         return [hist.message_item(found[i]) for i in ids if i in found]
 
@@ -491,7 +533,7 @@ class Assembler:
         sys_cost = count_tokens(SYSTEM_ADDITION)
 
         # 2. the whole history, when it fits
-        everything = self._everything(conv, hist, budget // apiformat.MESSAGE_OVERHEAD)
+        everything = self._everything(conv, hist, budget)
         if everything is not None:
             hist.measure(i.message for i in everything if i.message is not None)
             if sum(hist.cost(i.message) for i in everything if i.message is not None) <= budget:
@@ -517,52 +559,52 @@ class Assembler:
         else:
             raise BudgetTooSmallError(conv, budget, tail.rows[0].id, alone, tail.anchor in tail.rows)
 
-        # 3. the history before the tail, refined within what is left. Plans are made with the
-        # sizes of single items; repairs of the whole (a missing result, a merge) shift the total a
-        # little, so the room is searched until the rendered context fills the budget.
+        # 3. the history before the tail, refined within what is left. Plans add up the sizes of
+        # single items; repairs of the whole (a merge, a missing result) shift the rendered total a
+        # little, so the room is moved by what the render measured until the context fills the budget.
         room = budget - reserve - alone
+        base = self._base(conv, hist, tail.start)
+        tail_items = [hist.message_item(r) for r in tail.rows]
         best: AssembledContext | None = None
-        fits_at: int | None = None
-        over_at: int | None = None
+        seen: dict[tuple[str, ...], int] = {}  # plans already rendered, with their rendered size
         for _ in range(_SEARCH_STEPS):
-            cut = self._plan(conv, hist, tail, room)
-            ctx = self._render(conv, fmt, budget, cut, tail_items=[hist.message_item(r) for r in tail.rows],
-                               tail=tail, hist=hist, with_system=with_system)
-            if ctx.estimated_tokens <= budget:
-                if best is None or ctx.estimated_tokens >= best.estimated_tokens:
-                    best = ctx
-                fits_at = room
-                if ctx.estimated_tokens == budget or cut.verbatim:
+            cut = self._plan(hist, base, room)
+            key = tuple(i.id for i in cut.items)
+            if key in seen:
+                # Moving the room did not change the plan: its size is known, move on from it.
+                size = seen[key]
+                if size <= budget:
                     break
-                nxt = room + budget - ctx.estimated_tokens if over_at is None else (room + over_at) // 2
             else:
-                over_at = room
-                nxt = room - (ctx.estimated_tokens - budget) if fits_at is None else (fits_at + room) // 2
-            if nxt == room or (fits_at is not None and over_at is not None and over_at - fits_at <= 1):
+                ctx = self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist,
+                                   with_system=with_system)
+                size = seen[key] = ctx.estimated_tokens
+                if size <= budget and (best is None or size >= best.estimated_tokens):
+                    best = ctx
+            gap = budget - size
+            if 0 <= gap <= max(_FILL_TOLERANCE, budget // 200) or cut.verbatim:
                 break
-            room = nxt
+            room += gap if gap > 0 else gap - 1
         if best is not None:
             return best
         # Last resort: drop the oldest history items until it fits (the tail alone fits, see above).
         while cut.items:
             cut.omitted.append(cut.items.pop(0))
-            ctx = self._render(conv, fmt, budget, cut, tail_items=[hist.message_item(r) for r in tail.rows],
-                               tail=tail, hist=hist, with_system=with_system)
+            ctx = self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist,
+                               with_system=with_system)
             if ctx.estimated_tokens <= budget:
                 return ctx
-        return self._render(conv, fmt, budget, cut, tail_items=[hist.message_item(r) for r in tail.rows],
-                            tail=tail, hist=hist, with_system=False)
+        return self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist, with_system=False)
 
-    def _plan(self, conv: str, hist: _History, tail: _Tail, room: int) -> Cut:
-        """Plan with estimates, measure what was picked, and plan again until the sizes are exact."""
-        base = self._base(conv, hist, tail.start)
-        cut = plan_cut(base, room, hist, run_cost=RUN_COST, partial_share=PARTIAL_LEAF_SHARE)
+    def _plan(self, hist: _History, base: list[Item], room: int) -> Cut:
+        """Plan with catalog sizes, measure what was picked, and plan again until the sizes are exact."""
+        cut = plan_cut([hist.refresh(i) for i in base], room, hist, run_cost=run_cost(),
+                       partial_share=PARTIAL_LEAF_SHARE)
         for _ in range(_REPLANS):
-            rows = [i.message for i in cut.items if i.message is not None]
-            if not hist.measure(rows):
+            if not hist.measure(i.message for i in cut.items if i.message is not None):
                 break
-            base = [hist.message_item(i.message) if i.message is not None else i for i in base]
-            cut = plan_cut(base, room, hist, run_cost=RUN_COST, partial_share=PARTIAL_LEAF_SHARE)
+            cut = plan_cut([hist.refresh(i) for i in base], room, hist, run_cost=run_cost(),
+                           partial_share=PARTIAL_LEAF_SHARE)
         return cut
 
     def _render(
@@ -607,7 +649,7 @@ class Assembler:
             omitted_ids=omitted,
             format=fmt,
             spans=describe_spans(Cut([hist.refresh(i) for i in cut.items], [hist.refresh(i) for i in cut.omitted]),
-                                 [hist.refresh(i) for i in tail_items], RUN_COST),
+                                 [hist.refresh(i) for i in tail_items], run_cost()),
             stubbed=[{"message": m, "call_id": c, "tokens": t} for m, calls in stubs.items() for c, t in calls.items()],
             verbatim=cut.verbatim and not tail_items,
         )

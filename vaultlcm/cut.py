@@ -68,8 +68,8 @@ class Source(Protocol):
         """The items one level below a summary (summaries, or the raw messages of a leaf)."""
         ...
 
-    def raw(self, item: Item) -> list[Item]:
-        """Every raw message under a summary, in order."""
+    def raw(self, item: Item, limit: int) -> list[Item] | None:
+        """Every raw message under a summary, in order; None when they clearly cost more than ``limit``."""
         ...
 
 
@@ -130,7 +130,7 @@ def plan_cut(
             free = room - used + item.cost
             options: list[list[Item]] = []
             if item.summary is not None and item.summary.kind != "leaf" and item.count * MIN_MESSAGE_COST <= free:
-                options.append(source.raw(item))
+                options.append(source.raw(item, free) or [])
             options.append(source.children(item))
             for option in options:
                 if not option:
