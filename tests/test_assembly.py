@@ -325,6 +325,7 @@ def test_assembled_contexts_keep_every_rule(tmp_path_factory: pytest.TempPathFac
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(history=histories(longest=150), config=vault_settings, budgets=BUDGETS, compaction=COMPACTION, fmt=FORMATS)
 def test_assembled_contexts_keep_every_rule_at_length(tmp_path_factory: pytest.TempPathFactory, history, config,

@@ -39,6 +39,7 @@ compacted, untrusted history::
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -71,6 +72,8 @@ SUMMARY_PREAMBLE = (
 #: A leaf too big to unfold whole is shown as its newest messages when this share of them fits: a leaf
 #: keeps most but not all of what its messages say, so below that its summary is worth more.
 PARTIAL_LEAF_SHARE = 0.75
+#: How the cut spends the budget: "newest" unfolds depth first from the newest history.
+CUT_ORDER = os.environ.get("VAULTLCM_CUT_ORDER_EXPERIMENT", "newest")
 #: Tokens a message is assumed to cost on top of its catalog count until it is read and measured
 #: (the catalog counts a message as a context does; images and dropped blocks are what differ).
 ESTIMATE_SLACK = 0
@@ -150,9 +153,17 @@ class AssembledContext:
     message_ids: list[str]
     omitted_ids: list[str]
     format: str
-    spans: list[Span] = field(default_factory=list)
     stubbed: list[dict[str, Any]] = field(default_factory=list)
     verbatim: bool = False
+    # The spans are worked out when first asked for: only the context finally returned needs them.
+    _spans: Callable[[], list[Span]] | list[Span] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def spans(self) -> list[Span]:
+        """Consecutive stretches of history shown at one resolution, oldest first."""
+        if callable(self._spans):
+            self._spans = self._spans()
+        return self._spans
 
     @property
     def complete(self) -> bool:
@@ -599,12 +610,12 @@ class Assembler:
     def _plan(self, hist: _History, base: list[Item], room: int) -> Cut:
         """Plan with catalog sizes, measure what was picked, and plan again until the sizes are exact."""
         cut = plan_cut([hist.refresh(i) for i in base], room, hist, run_cost=run_cost(),
-                       partial_share=PARTIAL_LEAF_SHARE)
+                       partial_share=PARTIAL_LEAF_SHARE, order=CUT_ORDER)
         for _ in range(_REPLANS):
             if not hist.measure(i.message for i in cut.items if i.message is not None):
                 break
             cut = plan_cut([hist.refresh(i) for i in base], room, hist, run_cost=run_cost(),
-                           partial_share=PARTIAL_LEAF_SHARE)
+                           partial_share=PARTIAL_LEAF_SHARE, order=CUT_ORDER)
         return cut
 
     def _render(
@@ -648,8 +659,8 @@ class Assembler:
             message_ids=[i.id for i in items if i.message is not None and i.id not in orphans],
             omitted_ids=omitted,
             format=fmt,
-            spans=describe_spans(Cut([hist.refresh(i) for i in cut.items], [hist.refresh(i) for i in cut.omitted]),
-                                 [hist.refresh(i) for i in tail_items], run_cost()),
+            _spans=lambda: describe_spans(Cut([hist.refresh(i) for i in cut.items], [hist.refresh(i) for i in cut.omitted]),
+                                          [hist.refresh(i) for i in tail_items], run_cost()),
             stubbed=[{"message": m, "call_id": c, "tokens": t} for m, calls in stubs.items() for c, t in calls.items()],
             verbatim=cut.verbatim and not tail_items,
         )

@@ -63,6 +63,8 @@ from .summary_notes import (
 #: Tokens the ``<summary …>`` wrapper adds around a summary body in the assembled context.
 SUMMARY_OVERHEAD_TOKENS = 60
 MESSAGE_OVERHEAD_TOKENS = 4
+#: Most children of a condensed node above depth 1 (see :meth:`Compactor.max_fanin`).
+UPPER_FANIN = 4
 #: A summary must cost at most this share of what it replaces in the context ("clearly smaller").
 CLEARLY_SMALLER = 0.8
 #: After a provider failure, a blocked assemble uses the fallback without asking again for this long.
@@ -156,6 +158,17 @@ class Compactor:
     def expected_leaf_tokens(self, source_tokens: int) -> int:
         """About what a leaf over ``source_tokens`` comes to: a third of its chunk, up to the leaf target."""
         return max(32, min(self.settings.leaf_target_tokens, source_tokens // 3))
+
+    def max_fanin(self, depth: int) -> int:
+        """Most children of a node at ``depth``: ``condensed_max_fanin`` over leaves, fewer above.
+
+        Assembly unfolds a node into all its children at once, so the fan-in sets how
+        finely the cut can fill a budget; wide nodes over leaves keep the most detail
+        (the level assembly shows most), narrower ones above let small budgets unfold
+        the top of the DAG step by step.
+        """
+        s = self.settings
+        return s.condensed_max_fanin if depth <= 1 else max(s.condensed_min_fanin, min(s.condensed_max_fanin, UPPER_FANIN))
 
     def worth_a_leaf(self, chunk: list[MessageRow]) -> bool:
         """Whether a leaf over ``chunk``, wrapper included, would be clearly smaller in the context."""
@@ -304,10 +317,11 @@ class Compactor:
             run = [it.summary for it in items[i:j] if it.summary is not None]
             new_depth = max(r.depth for r in run) + 1
             if len(run) >= min_fanin and (max_depth < 0 or new_depth <= max_depth):
-                picked = run[: s.condensed_max_fanin]
-                if len(run) - len(picked) < min_fanin and len(run) <= s.condensed_max_fanin + min_fanin - 1:
+                picked = run[: self.max_fanin(new_depth)]
+                rest = len(run) - len(picked)
+                if 0 < rest < min_fanin and len(run) >= 2 * min_fanin:
                     # Split the run evenly rather than leave a remainder too short to condense.
-                    picked = run[: (len(run) + 1) // 2] if len(run) > s.condensed_max_fanin else run
+                    picked = run[: (len(run) + 1) // 2]
                 return picked, i + len(picked)
             i = j
         return None

@@ -100,24 +100,20 @@ def _delta(items: list[Item], i: int, new: list[Item], run_cost: int) -> int:
 
 
 def plan_cut(
-    base: list[Item], room: int, source: Source, *, run_cost: int, all_raw: list[Item] | None = None,
-    partial_share: float = 1.0,
+    base: list[Item], room: int, source: Source, *, run_cost: int, partial_share: float = 1.0,
+    order: str = "newest",
 ) -> Cut:
     """The finest cut of ``base`` within ``room`` tokens (see the module docstring).
 
-    ``all_raw``, when given, is the whole history as raw messages (the caller
-    fetches it only when it could fit). With ``partial_share`` < 1, the newest leaf
-    left folded is shown as its newest messages when that share of them fits.
+    With ``partial_share`` < 1, the newest leaf left folded is shown as its newest
+    messages when that share of them fits. ``order`` ``"levels"`` unfolds the
+    deepest summaries first (newest first within a depth) instead of depth first
+    from the newest: history then tends to one resolution throughout.
     """
-    if all_raw is not None and cut_cost(all_raw, run_cost) <= room:
-        return Cut(list(all_raw), used=cut_cost(all_raw, run_cost), verbatim=True)
-    items = list(base)
+    items, omitted = _newest_that_fit(base, room, run_cost)
     used = cut_cost(items, run_cost)
-    omitted: list[Item] = []
-    while items and used > room:
-        # Compaction is behind: keep the newest items that fit.
-        omitted.append(items.pop(0))
-        used = cut_cost(items, run_cost)
+    if order == "levels":
+        used = _unfold_levels(items, used, room, source, run_cost)
     changed = True
     while changed:  # a second sweep only matters when an unfolding made the cut smaller
         changed = False
@@ -127,26 +123,70 @@ def plan_cut(
             if item.kind != "summary":
                 i -= 1
                 continue
-            free = room - used + item.cost
-            options: list[list[Item]] = []
-            if item.summary is not None and item.summary.kind != "leaf" and item.count * MIN_MESSAGE_COST <= free:
-                options.append(source.raw(item, free) or [])
-            options.append(source.children(item))
-            for option in options:
-                if not option:
-                    continue
-                delta = _delta(items, i, option, run_cost)
-                if used + delta <= room:
-                    items[i : i + 1] = option
-                    used += delta
-                    changed = changed or delta < 0
-                    i += len(option) - 1  # go on with the newest of the new items
-                    break
-            else:
+            step = _try_unfold(items, i, used, room, source, run_cost)
+            if step is None:
                 i -= 1
+                continue
+            grown, delta = step
+            used += delta
+            changed = changed or delta < 0
+            i += grown  # go on with the newest of the new items
     if partial_share < 1:
         used = _partial_leaf(items, omitted, used, room, source, run_cost, partial_share)
     return Cut(items, omitted, used, verbatim=not omitted and all(i.kind == "message" for i in items))
+
+
+def _newest_that_fit(base: list[Item], room: int, run_cost: int) -> tuple[list[Item], list[Item]]:
+    """The coarsest cut, or when even that does not fit (compaction is behind) its newest items that do."""
+    used = 0
+    start = len(base)
+    while start > 0:
+        item = base[start - 1]
+        opens_run = item.kind == "summary" and not (start < len(base) and base[start].kind == "summary")
+        add = item.cost + (run_cost if opens_run else 0)
+        if used + add > room:
+            break
+        used += add
+        start -= 1
+    return list(base[start:]), list(base[:start])
+
+
+def _try_unfold(items: list[Item], i: int, used: int, room: int, source: Source, run_cost: int) -> tuple[int, int] | None:
+    """Replace the summary at ``i`` by its raw messages, else its children, if that fits.
+
+    Returns how many items it grew by and the change in tokens, or None.
+    """
+    item = items[i]
+    free = room - used + item.cost
+    options: list[list[Item]] = []
+    if item.summary is not None and item.summary.kind != "leaf" and item.count * MIN_MESSAGE_COST <= free:
+        options.append(source.raw(item, free) or [])
+    options.append(source.children(item))
+    for option in options:
+        if option:
+            delta = _delta(items, i, option, run_cost)
+            if used + delta <= room:
+                items[i : i + 1] = option
+                return len(option) - 1, delta
+    return None
+
+
+def _unfold_levels(items: list[Item], used: int, room: int, source: Source, run_cost: int) -> int:
+    """Unfold condensed nodes deepest first, newest first within a depth, into their children only."""
+    skipped: set[str] = set()
+    while True:
+        candidates = [(it.depth or 0, it.first, k) for k, it in enumerate(items)
+                      if it.summary is not None and it.summary.kind != "leaf" and it.id not in skipped]
+        if not candidates:
+            return used
+        _, _, k = max(candidates)
+        kids = source.children(items[k])
+        delta = _delta(items, k, kids, run_cost) if kids else room + 1
+        if kids and used + delta <= room:
+            items[k : k + 1] = kids
+            used += delta
+        else:
+            skipped.add(items[k].id)
 
 
 def _partial_leaf(
