@@ -291,6 +291,14 @@ class IndexKeeper:
     def follow_all(self) -> int:
         return sum(self.follow(conv) for conv in self.conversations())
 
+    def counts_match(self) -> bool:
+        """Whether the index holds as many documents as the catalog says it should (a cheap first check)."""
+        index = self.open()
+        index.flush()
+        (messages,), = self.catalog.execute("SELECT COUNT(*) FROM messages")
+        (summaries,), = self.catalog.execute("SELECT COUNT(*) FROM summaries WHERE parent IS NOT '!invalid'")
+        return index.count() == int(messages) + int(summaries)
+
     def drift(self) -> dict[str, list[str]]:
         """What differs between the index and the files, without changing anything."""
         missing, extra = self._differences(self.open())
