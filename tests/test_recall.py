@@ -48,9 +48,11 @@ def test_planted_fact_found_and_expanded_verbatim(big: tuple[Path, list[str]]) -
         hits = v.grep("LEDG-9931", conversation="long")["hits"]
         msg_hits = [h for h in hits if h["kind"] == "message"]
         assert msg_hits and msg_hits[0]["id"] == ids[37]
-        top = msg_hits[0]["covered_by"]
+        assert msg_hits[0]["covered_by"] == v.catalog.get(ids[37]).covered  # the leaf
+        top = msg_hits[0]["shown_as"]
         assert top and top.startswith("sum_")
         assert top in {s.id for s in v.dag.roots("long")}
+        assert msg_hits[0]["shown_depth"] == v.dag.get(top).depth
         # drill down from the top: depth-limited steps, then the leaf, verbatim
         node = top
         while v.dag.get(node).kind != "leaf":
@@ -116,8 +118,9 @@ def test_expand_budget_and_message(big: tuple[Path, list[str]]) -> None:
         top = v.dag.roots("long")[0].id
         r = v.expand(top, max_tokens=500)
         assert r["truncated"] and r["tokens"] <= 500 and r["omitted"]
-        one = v.expand(ids[37])
-        assert one["messages"][0]["content"] == FACT + " (step 37)" and not one["truncated"]
+        one = v.expand(ids[37])  # an assistant message: its turn is the user message before it and itself
+        assert [m["id"] for m in one["messages"]] == [ids[36], ids[37]] and one["mode"] == "turn"
+        assert one["messages"][1]["content"] == FACT + " (step 37)" and not one["truncated"]
 
 
 def test_ask_offline_returns_ranked_excerpts(big: tuple[Path, list[str]]) -> None:
