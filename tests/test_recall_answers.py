@@ -124,6 +124,11 @@ def test_count_reports_every_event_per_day(ops: tuple[Path, list[str]]) -> None:
                      "per_day": {"2026-11-02": {"messages": 3}, "2026-11-03": {"messages": 2}}}
         paged = v.grep("routing-api deploy failed", scope="messages", limit=2)
         assert paged["total"] == 5 and len(paged["hits"]) == 2 and paged["next_offset"] == 2
+        assert paged["by_kind"] == {"messages": 5, "summaries": 0}
+        both = v.grep("routing-api deploy failed", limit=2)
+        assert both["by_kind"]["messages"] == 5 and both["total"] == 5 + both["by_kind"]["summaries"]
+        last = v.grep("routing-api deploy failed", limit=50)
+        assert last["by_kind"] == both["by_kind"] and last["next_offset"] is None
     out = run(root, "grep", "routing-api deploy failed", "--scope", "messages", "--count", "--json")
     assert out.exit_code == 0 and json.loads(out.stdout)["total"] == 5
     text = run(root, "grep", "routing-api deploy failed", "--scope", "messages", "--count")

@@ -68,6 +68,11 @@ class Hit:
         return d
 
 
+def _plural(by_kind: dict[str, int]) -> dict[str, int]:
+    """``{"message": n, "summary": m}`` as the JSON says it: ``{"messages": n, "summaries": m}``."""
+    return {{"message": "messages", "summary": "summaries"}[k]: n for k, n in by_kind.items()}
+
+
 @dataclass
 class Counts:
     """Every match of a query: in all, by kind, by UTC day."""
@@ -78,8 +83,7 @@ class Counts:
     per_day: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        plural = {"message": "messages", "summary": "summaries"}
-        days = {day: {plural[k]: n for k, n in kinds.items()} for day, kinds in self.per_day.items()}
+        days = {day: _plural(kinds) for day, kinds in self.per_day.items()}
         return {"total": self.total, "messages": self.messages, "summaries": self.summaries, "per_day": days}
 
 
@@ -94,6 +98,7 @@ class GrepResult:
     sort: str
     partial: bool = False
     counts: Counts | None = None
+    by_kind: dict[str, int] = field(default_factory=dict)  # the total split: {"messages": n, "summaries": m}
 
     def to_dict(self) -> dict[str, Any]:
         end = self.offset + len(self.hits)
@@ -104,6 +109,7 @@ class GrepResult:
             "limit": self.limit,
             "sort": self.sort,
             "next_offset": end if end < self.total else None,
+            "by_kind": self.by_kind,
         }
         if self.partial:
             out["partial"] = True
@@ -156,13 +162,14 @@ def grep(
         counts = Counts(c.total, c.by_kind.get("message", 0), c.by_kind.get("summary", 0), c.per_day)
         return GrepResult([], c.total, offset, limit, sort, counts=counts)
     found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
-    if len(found) < limit and (found or offset == 0):
-        total = offset + len(found)  # the last page: no need to count
+    if offset == 0 and len(found) < limit:  # everything is on this page: no need to count
+        total, by_kind = len(found), {k: sum(1 for h in found if h.kind == k) for k in ("message", "summary")}
     else:
-        total = index.count_matches(pattern, **where).total
+        c = index.count_matches(pattern, **where)
+        total, by_kind = c.total, c.by_kind
     hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq) for h in found]
     _place(vault, hits, view)
-    return GrepResult(hits, total, offset, limit, sort)
+    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind))
 
 
 def _place(vault: "Vault", hits: list[Hit], view: ContextView | None) -> None:
@@ -314,7 +321,8 @@ def _regex_grep(
         return GrepResult([], len(hits), offset, limit, sort, partial=partial, counts=counts)
     page = hits[offset : offset + limit]
     _place(vault, page, view)
-    return GrepResult(page, len(hits), offset, limit, sort, partial=partial)
+    by_kind = {k: sum(1 for h in hits if h.kind == k) for k in ("message", "summary")}
+    return GrepResult(page, len(hits), offset, limit, sort, partial=partial, by_kind=_plural(by_kind))
 
 
 def _in_window(at: float, since: float | None, before: float | None) -> bool:

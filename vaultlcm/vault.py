@@ -406,8 +406,9 @@ class Vault:
     ) -> dict[str, Any]:
         """Search history: full text through the index, or ``regex`` by a bounded scan.
 
-        Returns ``{"hits", "total", "offset", "limit", "sort", "next_offset"}`` (and
-        ``"partial": true`` when a regex scan hit its time limit); with ``count``,
+        Returns ``{"hits", "total", "offset", "limit", "sort", "next_offset", "by_kind"}``
+        (``by_kind`` splits ``total`` into messages and summaries; ``"partial": true``
+        when a regex scan hit its time limit); with ``count``,
         ``{"total", "messages", "summaries", "per_day"}`` instead. ``view`` decides
         which node a hit is ``shown_as`` (see :mod:`vaultlcm.recall`).
         """
