@@ -415,16 +415,20 @@ def test_count_matches_equals_search(make) -> None:
     assert ix.count_matches("deploy failed").total == 98
 
 
-def test_tie_detection_is_tolerant_of_float_noise() -> None:
-    from vaultlcm.index.buffered import order_rows
+def test_relevance_bands_order_newest_first() -> None:
+    from vaultlcm.index.buffered import RELEVANCE_BAND, order_rows
 
     # 0.1234565 and 0.12345649999 round differently at 6 digits; they are one tie.
     rows = [(0.12345649999, 1.0, 0, 0, "old"), (0.1234565, 2.0, 0, 0, "new"), (0.2, 0.0, 0, 0, "best"),
             (0.05, 9.0, 0, 0, "worst")]
     assert [r[4] for r in order_rows(rows, "relevance")] == ["best", "new", "old", "worst"]
-    # groups do not chain: each row is compared with the group's first score
-    chain = [(1.0 - k * 6e-6, float(k), 0, 0, k) for k in range(4)]
-    assert [r[4] for r in order_rows(chain, "relevance")] == [1, 0, 3, 2]
+    # comparable scores (within the band) come newest first; a clearly better one stays first
+    assert RELEVANCE_BAND == 0.3
+    band = [(21.2, 100.0, 0, 0, "stale"), (15.3, 200.0, 0, 0, "latest"), (40.0, 50.0, 0, 0, "much better")]
+    assert [r[4] for r in order_rows(band, "relevance")] == ["much better", "latest", "stale"]
+    # bands do not chain: each score is compared with its band's first score
+    chain = [(1.0, 1.0, 0, 0, "a"), (0.75, 2.0, 0, 0, "b"), (0.55, 3.0, 0, 0, "c"), (0.5, 4.0, 0, 0, "d")]
+    assert [r[4] for r in order_rows(chain, "relevance")] == ["b", "a", "d", "c"]
     # full ties (score, time, seq) are ordered by the tie key, the same on every backend
     ties = [(1.0, 5.0, 2, key, key) for key in (9, -3, 4)]
     assert [r[4] for r in order_rows(ties, "relevance")] == [-3, 4, 9]

@@ -235,7 +235,7 @@ def assemble(obj: Context, conversation: str, budget: int, fmt: str, as_json: bo
 @click.option("--since", metavar="WHEN", help="Only items at or after WHEN (ISO date/time, or an age: 30m, 12h, 7d).")
 @click.option("--before", metavar="WHEN", help="Only items before WHEN.")
 @click.option("--sort", type=click.Choice(["relevance", "newest", "oldest"]), default="relevance", show_default=True,
-              help="relevance: best first, equally good hits newest first.")
+              help="relevance: best first, hits of about the same relevance newest first.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Hits per page.")
 @click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Hits to skip (the next page).")
 @click.option("--count", "count_only", is_flag=True, help="Print only the number of matches: in all, by kind, per day.")

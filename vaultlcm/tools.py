@@ -44,7 +44,7 @@ TOOLS: list[dict[str, Any]] = [
                 "since": {"type": "string", "description": "Only hits at or after this ISO date/time, or an age like 12h, 7d."},
                 "before": {"type": "string", "description": "Only hits before this ISO date/time or age."},
                 "sort": {"type": "string", "enum": ["relevance", "newest", "oldest"], "default": "relevance",
-                         "description": "relevance (best first; equally good hits newest first), newest or oldest."},
+                         "description": "relevance (best first; hits of about the same relevance newest first), newest or oldest."},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10, "description": "Hits per page."},
                 "offset": {"type": "integer", "minimum": 0, "default": 0, "description": "Hits to skip (the next page)."},
                 "count": {"type": "boolean", "default": False,

@@ -9,8 +9,9 @@ The query language and the tokenizer, identical on both backends, are described
 in :mod:`vaultlcm.index.query`; buffering, background commits and the writer
 lock in :mod:`vaultlcm.index.buffered`.
 
-Results come in one of :data:`SORTS`: ``relevance`` (BM25; equal scores,
-within a small relative tolerance since scores are floats, newest first),
+Results come in one of :data:`SORTS`: ``relevance`` (BM25 in bands: hits
+within 30% of a band's best score, equal ones included however the floats
+round, come newest first; see :mod:`vaultlcm.index.buffered`),
 ``newest`` or ``oldest`` (by ``at``, then conversation order ``seq``). Searches
 page with ``offset``; :meth:`SearchIndex.count_matches` counts every match, by
 kind and by day, so a caller knows how many pages there are.

@@ -18,10 +18,16 @@ and must be rebuilt (the vault does that by itself).
 Ordering (:meth:`BufferedIndex.search`): the backend returns the best ``n``
 documents by the sort's primary key (score, or time); ties at the cut are
 resolved here by the secondary key (time, then conversation order), fetching
-more when a tie runs past what was fetched. Scores are floats computed in
-different orders by different code paths, so "equal" means equal within
-:data:`TIE_TOLERANCE` (relative), never ``==`` or rounding (which splits equal
-scores that straddle a rounding boundary).
+more when a tie runs past what was fetched.
+
+Under ``relevance``, scores form *bands*: a band starts at the best score not
+yet placed and holds every score within :data:`RELEVANCE_BAND` (relative) of
+it; bands come best first, and inside a band hits come newest first. BM25
+differences that small say more about message length than about meaning, and
+in an agent's history a newer statement supersedes an older one (a deadline
+that moved, a version that changed), so the newer of two comparable hits
+should come first. Equal scores (floats computed in different orders) always
+share a band, however they round.
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ from .query import ParsedQuery, make_snippet, parse_query, stemmer_name
 SCHEMA_VERSION = 2
 #: Scores within this relative distance of each other are a tie.
 TIE_TOLERANCE = 1e-5
+#: A relevance band holds the scores within this fraction below its best one (ordered newest first).
+RELEVANCE_BAND = 0.3
 #: A tie at the cut is resolved over at most this many fetched documents.
 MAX_TIE_FETCH = 10_000
 VERSION_FILE = "vaultlcm-index.json"
@@ -442,7 +450,7 @@ class BufferedIndex(SearchIndex):
         n = need + 10  # a few more than asked, so that ties at the cut can be ordered
         while True:
             raw = self._n_search(pq, filters, n, sort)
-            if len(raw) < n or n >= MAX_TIE_FETCH or need > len(raw) or not _tied(raw[need - 1], raw[-1], sort):
+            if len(raw) < n or n >= MAX_TIE_FETCH or need > len(raw) or not _tied_at_cut(raw, need, sort):
                 break
             n = min(n * 4, MAX_TIE_FETCH)  # the tie runs past what was fetched
         page = order_rows(raw, sort)[offset:need]
@@ -592,32 +600,44 @@ def tie_key(doc_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
-def _close(a: float, b: float) -> bool:
-    return abs(a - b) <= TIE_TOLERANCE * max(abs(a), abs(b))
+def _in_band(lead: float, score: float) -> bool:
+    """True when ``score`` belongs to the relevance band that ``lead`` starts."""
+    return lead - score <= max(RELEVANCE_BAND, TIE_TOLERANCE) * abs(lead)
 
 
-def _tied(a: Row, b: Row, sort: str) -> bool:
-    """True when ``a`` and ``b`` are equal by the sort's primary key."""
-    return _close(a[0], b[0]) if sort == "relevance" else a[1] == b[1]
+def _bands(scores: list[float]) -> list[int]:
+    """The band of each score (scores best first); see the module docstring."""
+    # Each score is compared with its band's first score, not the previous one,
+    # so a slope of slightly lower scores does not chain into one endless band.
+    out: list[int] = []
+    band, lead = -1, None
+    for score in scores:
+        if lead is None or not _in_band(lead, score):
+            band, lead = band + 1, score
+        out.append(band)
+    return out
+
+
+def _tied_at_cut(raw: list[Row], need: int, sort: str) -> bool:
+    """True when the last fetched row may belong with row ``need - 1`` (its order isn't settled)."""
+    if sort != "relevance":
+        ordered = sorted(raw, key=lambda r: -r[1] if sort == "newest" else r[1])
+        return ordered[need - 1][1] == ordered[-1][1]
+    scores = sorted((r[0] for r in raw), reverse=True)
+    bands = _bands(scores)
+    return bands[need - 1] == bands[-1]
 
 
 def order_rows(rows: list[Row], sort: str) -> list[Row]:
-    """``rows`` in ``sort`` order: by score (ties newest first), or by time then ``seq``."""
+    """``rows`` in ``sort`` order: by relevance band (newest first inside), or by time then ``seq``."""
     if sort == "newest":
         return sorted(rows, key=lambda r: (-r[1], -r[2], -r[0], r[3]))
     if sort == "oldest":
         return sorted(rows, key=lambda r: (r[1], r[2], -r[0], r[3]))
     by_score = sorted(rows, key=lambda r: -r[0])
-    # Tie groups: a row joins the group of the best score it is close to. Comparing
-    # with the group's first score (not the previous row) keeps groups from chaining.
-    keyed: list[tuple[int, float, int, int, Row]] = []
-    group, lead = -1, None
-    for r in by_score:
-        if lead is None or not _close(lead, r[0]):
-            group, lead = group + 1, r[0]
-        keyed.append((group, -r[1], -r[2], r[3], r))
-    keyed.sort(key=lambda k: k[:4])
-    return [k[4] for k in keyed]
+    keyed = [(band, -r[1], -r[2], -r[0], r[3], r) for band, r in zip(_bands([r[0] for r in by_score]), by_score)]
+    keyed.sort(key=lambda k: k[:5])
+    return [k[5] for k in keyed]
 
 
 def day_of(at: float) -> str:
