@@ -429,6 +429,11 @@ def test_relevance_bands_order_newest_first() -> None:
     # bands do not chain: each score is compared with its band's first score
     chain = [(1.0, 1.0, 0, 0, "a"), (0.75, 2.0, 0, 0, "b"), (0.55, 3.0, 0, 0, "c"), (0.5, 4.0, 0, 0, "d")]
     assert [r[4] for r in order_rows(chain, "relevance")] == ["b", "a", "d", "c"]
+    # a band holds at most BAND_SIZE hits, so settling a page's end costs one bounded re-fetch
+    from vaultlcm.index.buffered import BAND_SIZE
+
+    many = [(1.0, float(k), 0, 0, k) for k in range(BAND_SIZE + 5)]
+    assert [r[4] for r in order_rows(many, "relevance")][:BAND_SIZE] == list(range(BAND_SIZE - 1, -1, -1))
     # full ties (score, time, seq) are ordered by the tie key, the same on every backend
     ties = [(1.0, 5.0, 2, key, key) for key in (9, -3, 4)]
     assert [r[4] for r in order_rows(ties, "relevance")] == [-3, 4, 9]

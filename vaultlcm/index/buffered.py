@@ -21,13 +21,15 @@ resolved here by the secondary key (time, then conversation order), fetching
 more when a tie runs past what was fetched.
 
 Under ``relevance``, scores form *bands*: a band starts at the best score not
-yet placed and holds every score within :data:`RELEVANCE_BAND` (relative) of
-it; bands come best first, and inside a band hits come newest first. BM25
+yet placed and holds the scores within :data:`RELEVANCE_BAND` (relative) of
+it, at most :data:`BAND_SIZE` of them; bands come best first, and inside a band
+hits come newest first. BM25
 differences that small say more about message length than about meaning, and
 in an agent's history a newer statement supersedes an older one (a deadline
 that moved, a version that changed), so the newer of two comparable hits
-should come first. Equal scores (floats computed in different orders) always
-share a band, however they round.
+should come first. Equal scores (floats computed in different orders) share a
+band however they round (up to its size: thousands of equal scores on a common
+word are not all ordered by time, which would cost a full scoring pass per page).
 """
 
 from __future__ import annotations
@@ -57,8 +59,10 @@ from .query import ParsedQuery, make_snippet, parse_query, stemmer_name
 SCHEMA_VERSION = 2
 #: Scores within this relative distance of each other are a tie.
 TIE_TOLERANCE = 1e-5
-#: A relevance band holds the scores within this fraction below its best one (ordered newest first).
+#: A relevance band holds the scores within this fraction below its best one (ordered newest first) ...
 RELEVANCE_BAND = 0.3
+#: ... and at most this many hits, so that settling the order at a page's end costs one bounded re-fetch.
+BAND_SIZE = 64
 #: A tie at the cut is resolved over at most this many fetched documents.
 MAX_TIE_FETCH = 10_000
 VERSION_FILE = "vaultlcm-index.json"
@@ -452,7 +456,14 @@ class BufferedIndex(SearchIndex):
             raw = self._n_search(pq, filters, n, sort)
             if len(raw) < n or n >= MAX_TIE_FETCH or need > len(raw) or not _tied_at_cut(raw, need, sort):
                 break
-            n = min(n * 4, MAX_TIE_FETCH)  # the tie runs past what was fetched
+            # The tie runs past what was fetched.
+            if sort == "relevance":
+                # A band holds at most BAND_SIZE hits: fetching that many past the cut settles it.
+                if n >= need + BAND_SIZE + 10:
+                    break
+                n = need + BAND_SIZE + 10
+            else:  # equal times: fetch more until the run of them ends
+                n = min(n * 4, MAX_TIE_FETCH)
         page = order_rows(raw, sort)[offset:need]
         if not page:
             return []
@@ -610,10 +621,11 @@ def _bands(scores: list[float]) -> list[int]:
     # Each score is compared with its band's first score, not the previous one,
     # so a slope of slightly lower scores does not chain into one endless band.
     out: list[int] = []
-    band, lead = -1, None
+    band, lead, members = -1, None, 0
     for score in scores:
-        if lead is None or not _in_band(lead, score):
-            band, lead = band + 1, score
+        if lead is None or members >= BAND_SIZE or not _in_band(lead, score):
+            band, lead, members = band + 1, score, 0
+        members += 1
         out.append(band)
     return out
 
