@@ -1,0 +1,455 @@
+"""``grep``: find messages and summaries, with what an agent needs to reason about each hit.
+
+Full text goes through the index (stemmed words, exact identifiers, phrases,
+prefixes; see :mod:`vaultlcm.index.query`); ``regex`` scans the files newest
+first under a time limit, so a pathological pattern cannot hang.
+
+Each hit carries its time (ISO-8601 UTC), its role (messages), its conversation,
+``covered_by`` (the nearest covering summary) and ``shown_as``/``shown_depth``
+(the node that stands for it in the model's context; see
+:class:`vaultlcm.recall.Placement`). Hits come sorted by ``relevance`` (ties
+newest first), ``newest`` or ``oldest``; ``total`` counts every match so a
+caller knows when to page on with ``offset``, and ``count`` asks for the
+totals alone, by kind and by day.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import regex
+
+from .errors import UsageError
+from .fsutil import read_file
+from .index.base import SORTS
+from .index.buffered import day_of
+from .recall import ContextView, Placer, iso_time, scope_kind
+
+if TYPE_CHECKING:
+    from .vault import Vault
+
+SNIPPET_CHARS = 200
+_READ_BATCH = 256  # messages read per step of a regex scan
+# Where each entry starts (its metadata line names it), and what in a metadata line says the entry's
+# text is not in the callout as plain lines (escaped, in a payload file, terminal codes taken out).
+_ENTRY_PREFIX = '<!-- lcm:{"id":"'
+#: What in a pattern can match a line break or a line boundary (the scan then strips callout prefixes).
+_LINE_TOKENS = ("^", "$", "\\n", "\\s", "[^", "\\W", "\\D", "\\S", "\\Z", "\\A", "\\r", "(?s", "(?m", "\\R",
+                "\\v", "\\h", "\\p", "\\P", "\\X", "[[:")
+_SPECIAL = re.compile(r'"(?:esc|file|crlf|h)",\d|"ansi":|"xf":')
+
+
+def _entry_starts(view: str) -> list[int]:
+    starts = [0] if view.startswith(_ENTRY_PREFIX) else []
+    needle = "\n" + _ENTRY_PREFIX
+    pos = view.find(needle)
+    while pos >= 0:
+        starts.append(pos + 1)
+        pos = view.find(needle, pos + 1)
+    return starts
+
+
+def _entry_id(view: str, start: int) -> str:
+    begin = start + len(_ENTRY_PREFIX)
+    return view[begin : view.index('"', begin)]
+
+
+@dataclass
+class Hit:
+    """One grep result (see the module docstring for the fields)."""
+
+    id: str
+    kind: str
+    conversation: str
+    snippet: str
+    at: float
+    score: float
+    role: str = ""
+    depth: int = -1
+    seq: int = 0
+    covered_by: str | None = None
+    shown_as: str | None = None
+    shown_depth: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"id": self.id, "kind": self.kind, "conversation": self.conversation, "snippet": self.snippet}
+        if self.covered_by:
+            d["covered_by"] = self.covered_by
+        d["at"] = iso_time(self.at)
+        if self.kind == "message":
+            d["role"] = self.role
+        else:
+            d["depth"] = self.depth
+        d["shown_as"] = self.shown_as
+        if self.shown_depth is not None:
+            d["shown_depth"] = self.shown_depth
+        if self.score:
+            d["score"] = round(self.score, 4)
+        return d
+
+
+def _plural(by_kind: dict[str, int]) -> dict[str, int]:
+    """``{"message": n, "summary": m}`` as the JSON says it: ``{"messages": n, "summaries": m}``."""
+    return {{"message": "messages", "summary": "summaries"}[k]: n for k, n in by_kind.items()}
+
+
+@dataclass
+class Counts:
+    """Every match of a query: in all, by kind, by UTC day."""
+
+    total: int
+    messages: int
+    summaries: int
+    per_day: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        days = {day: _plural(kinds) for day, kinds in self.per_day.items()}
+        return {"total": self.total, "messages": self.messages, "summaries": self.summaries, "per_day": days}
+
+
+@dataclass
+class GrepResult:
+    """A page of hits and the number of matches in all."""
+
+    hits: list[Hit]
+    total: int
+    offset: int
+    limit: int
+    sort: str
+    partial: bool = False
+    counts: Counts | None = None
+    by_kind: dict[str, int] = field(default_factory=dict)  # the total split: {"messages": n, "summaries": m}
+    #: False when a regex scan stopped once the page was full: ``total`` is then a lower bound.
+    total_exact: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        end = self.offset + len(self.hits)
+        more = end < self.total or (not self.total_exact and len(self.hits) == self.limit)
+        out: dict[str, Any] = {
+            "hits": [h.to_dict() for h in self.hits],
+            "total": self.total,
+            "offset": self.offset,
+            "limit": self.limit,
+            "sort": self.sort,
+            "next_offset": end if more else None,
+            "by_kind": self.by_kind,
+        }
+        if not self.total_exact:
+            out["total_exact"] = False
+        if self.partial:
+            out["partial"] = True
+        return out
+
+
+def check_grep_args(scope: str, limit: int, offset: int, sort: str) -> str | None:
+    """Validate the common arguments; returns the index kind of ``scope``."""
+    kind = scope_kind(scope)
+    if limit <= 0:
+        raise UsageError("--limit must be at least 1")
+    if offset < 0:
+        raise UsageError("--offset must be 0 or more")
+    if sort not in SORTS:
+        raise UsageError(f"unknown sort {sort!r}; use {', '.join(SORTS)}")
+    return kind
+
+
+def grep(
+    vault: "Vault",
+    pattern: str,
+    *,
+    conversation: str | None = None,
+    regex_mode: bool = False,
+    scope: str = "both",
+    since: float | None = None,
+    before: float | None = None,
+    limit: int = 20,
+    offset: int = 0,
+    sort: str = "relevance",
+    count: bool = False,
+    view: ContextView | None = None,
+) -> GrepResult:
+    """Hits ``offset`` .. ``offset + limit`` for ``pattern`` and the number of matches in all.
+
+    With ``count``, no hits: ``counts`` holds the totals by kind and by day.
+    ``view`` decides ``shown_as`` (default: the top-level covering node).
+    """
+    kind = check_grep_args(scope, limit, offset, sort)
+    convs = [vault.require_conversation(conversation)] if conversation else None
+    if regex_mode:
+        return _regex_grep(vault, pattern, kind, convs, since, before, limit, offset, sort, count, view)
+    index = vault.indexer.ready()
+    for conv in convs or vault.conversations():
+        vault.sync(conv)  # files changed since we last looked (appends, edits by people)
+        vault.indexer.follow(conv)  # and into the index
+    where: dict[str, Any] = dict(kind=kind, conversations=convs, since=since, before=before)
+    if count:
+        c = index.count_matches(pattern, per_day=True, **where)
+        counts = Counts(c.total, c.by_kind.get("message", 0), c.by_kind.get("summary", 0), c.per_day)
+        return GrepResult([], c.total, offset, limit, sort, counts=counts)
+    found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
+    if offset == 0 and len(found) < limit:  # everything is on this page: no need to count
+        total, by_kind = len(found), {k: sum(1 for h in found if h.kind == k) for k in ("message", "summary")}
+    else:
+        c = index.count_matches(pattern, **where)
+        total, by_kind = c.total, c.by_kind
+    hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq) for h in found]
+    _place(vault, hits, view)
+    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind))
+
+
+def _place(vault: "Vault", hits: list[Hit], view: ContextView | None) -> None:
+    placer = Placer(vault, view)
+    for h in hits:
+        p = placer.place(h.id, h.kind)
+        h.covered_by, h.shown_as, h.shown_depth = p.covered_by, p.shown_as, p.shown_depth
+
+
+# -- regex ---------------------------------------------------------------------------
+
+
+def compile_regex(pattern: str) -> regex.Pattern[str]:
+    """``pattern`` compiled case-insensitively, or a one-line :class:`UsageError` saying why not."""
+    shown = pattern if len(pattern) <= 60 else pattern[:57] + "..."
+    try:
+        return regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE)
+    except regex.error as exc:
+        raise UsageError(f"invalid regular expression {shown!r}: {exc}") from None
+    except RecursionError:  # thousands of nested groups overflow the compiler's stack
+        raise UsageError(
+            f"regular expression {shown!r} is nested too deeply to compile; simplify it"
+        ) from None
+    except (OverflowError, MemoryError, ValueError) as exc:
+        raise UsageError(f"regular expression {shown!r} is too large to compile ({exc}); simplify it") from None
+
+
+class _Stop(Exception):
+    """The regex scan must stop: out of time, or its caller has gone."""
+
+
+class _RegexScan:
+    """A newest-first regex scan over files, run on a worker thread so its time limit holds.
+
+    The ``regex`` module's own ``timeout`` overshoots (a 1 s limit ran 2-3 s on a
+    catastrophic pattern), so the caller waits for the worker only until the
+    deadline and takes the hits found so far. Searches release the GIL
+    (``concurrent=True``), so the caller wakes on time; an abandoned search ends at
+    the regex module's own timeout and its thread then exits without a trace.
+    """
+
+    def __init__(self, vault: "Vault", rx: regex.Pattern[str], convs: list[str], kind: str | None,
+                 since: float | None, before: float | None, deadline: float, *, need: int | None = None,
+                 oldest_first: bool = False) -> None:
+        self.vault, self.rx, self.convs, self.kind = vault, rx, convs, kind
+        self.since, self.before, self.deadline = since, before, deadline
+        self.need, self.oldest_first = need, oldest_first
+        self.stopped_early = False
+        source = rx.pattern
+        self.line_aware = any(tok in source for tok in _LINE_TOKENS)
+        self.hits: list[Hit] = []
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._done = threading.Event()
+
+    def run(self) -> tuple[list[Hit], bool]:
+        """The hits found before the deadline, and whether the scan was complete."""
+        worker = threading.Thread(target=self._work, name="vaultlcm-regex-scan", daemon=True)
+        worker.start()
+        complete = self._done.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+        self._stop.set()
+        with self._lock:
+            if self.error is not None:
+                raise self.error
+            return list(self.hits), complete
+
+    def _work(self) -> None:
+        try:
+            for conv in self.convs:
+                if self.kind in (None, "summary"):
+                    self._summaries(conv)
+                if self.kind in (None, "message"):
+                    self._messages(conv)
+        except _Stop:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            with self._lock:
+                self.error = exc
+        self._done.set()
+
+    def _search(self, text: str) -> regex.Match[str] | None:
+        left = self.deadline - time.monotonic()
+        if left <= 0 or self._stop.is_set():
+            raise _Stop
+        try:
+            return self.rx.search(text, timeout=left, concurrent=True)
+        except TimeoutError:
+            raise _Stop from None
+        except RecursionError:
+            raise UsageError("the regular expression is nested too deeply to run; simplify it") from None
+
+    def _add(self, hit: Hit) -> None:
+        with self._lock:
+            if self._stop.is_set():  # the caller has taken its hits
+                raise _Stop
+            self.hits.append(hit)
+
+    def _summaries(self, conv: str) -> None:
+        from .indexing import _ts
+
+        found_here = 0
+        for s in sorted(self.vault.dag.all(conv), key=lambda r: r.latest_at, reverse=not self.oldest_first):
+            if s.parent == "!invalid":
+                continue
+            at = _ts(s.latest_at)
+            if _in_window(at, self.since, self.before) and (m := self._search(s.body)):
+                self._add(Hit(s.id, "summary", conv, snip(s.body, m.start(), m.end()), at, 0.0,
+                              depth=s.depth, seq=s.last_seq or 0))
+                found_here += 1
+                if self.need is not None and found_here >= self.need:
+                    self.stopped_early = True  # the rest are older (newer, oldest first): not on this page
+                    return
+
+    def _messages(self, conv: str) -> None:
+        """Scan whole log files (newest day first), verifying only the entries where the pattern fell.
+
+        Per file: one decode, the metadata lines swapped for a marker, the callout
+        prefixes taken off, and one pass of the pattern over what is left (C speed,
+        like ripgrep would do); each match is mapped to its entry and confirmed on the
+        decoded message. Entries whose text is not written as plain lines (escaped,
+        in a payload file, with terminal codes taken out) are always decoded and
+        checked, so nothing is missed. The scan stops once it has ``need`` hits: the
+        files not read hold only older messages.
+        """
+        from .indexing import _ts
+
+        catalog = self.vault.catalog
+        found_here = 0
+        paths = [str(p) for (p,) in catalog.execute(
+            "SELECT path FROM logs WHERE conv=? ORDER BY path " + ("ASC" if self.oldest_first else "DESC"), (conv,))]
+        for rel in paths:
+            if self._stop.is_set():
+                raise _Stop
+            day = rel.rsplit("/", 1)[-1][:10]
+            if not _day_in_window(day, self.since, self.before):
+                continue
+            try:
+                data = read_file(self.vault.layout.inside(self.vault.layout.root / rel))
+            except OSError:
+                continue
+            candidates = self._file_candidates(data.decode("utf-8", errors="replace"))
+            rows = [r for r in catalog.rows_by_ids(sorted(candidates)).values()
+                    if r.conv == conv and _in_window(_ts(r.at), self.since, self.before)]
+            rows.sort(key=lambda r: (r.at, r.seq), reverse=not self.oldest_first)
+            step = _READ_BATCH if self.need is None else max(8, min(_READ_BATCH, self.need))
+            for i in range(0, len(rows), step):
+                for row, msg in self._readable(rows[i : i + step]):
+                    text = msg.searchable_text()
+                    if m := self._search(text):
+                        self._add(Hit(row.id, "message", conv, snip(text, m.start(), m.end()), _ts(row.at), 0.0,
+                                      role=row.role, seq=row.seq))
+                        found_here += 1
+                if self.need is not None and found_here >= self.need:
+                    # Every later row and file holds older messages (newer, scanning oldest first).
+                    self.stopped_early = rel != paths[-1] or i + step < len(rows)
+                    return
+
+    def _file_candidates(self, text: str) -> set[str]:
+        """Ids of the entries of one log where the pattern matches, plus those that must be decoded to tell."""
+        # A pattern that can see a line break or a line start must not see the callout's "> "
+        # prefixes; any other pattern matches the same text with them or without.
+        view = text.replace("\n> ", "\n").replace("\n>\n", "\n\n") if self.line_aware else text
+        starts = _entry_starts(view)
+        found: set[str] = set()
+        for m in _SPECIAL.finditer(view):
+            k = bisect.bisect_right(starts, m.start()) - 1
+            if k >= 0:
+                found.add(_entry_id(view, starts[k]))
+        left = self.deadline - time.monotonic()
+        if left <= 0 or self._stop.is_set():
+            raise _Stop
+        last = -1
+        try:
+            for m in self.rx.finditer(view, timeout=left, concurrent=True):
+                k = bisect.bisect_right(starts, m.start()) - 1
+                if k >= 0 and k != last:
+                    last = k
+                    found.add(_entry_id(view, starts[k]))
+                if self._stop.is_set():
+                    raise _Stop
+        except TimeoutError:
+            raise _Stop from None
+        return found
+
+    def _readable(self, rows: list[Any]) -> list[tuple[Any, Any]]:
+        from .errors import VaultLCMError
+
+        try:
+            return self.vault.log.read_rows(rows)
+        except VaultLCMError:  # a damaged entry is skipped (doctor names it), the rest is searched
+            out = []
+            for row in rows:
+                try:
+                    out.extend(self.vault.log.read_rows([row]))
+                except VaultLCMError:
+                    pass
+            return out
+
+
+def _regex_grep(
+    vault: "Vault", pattern: str, kind: str | None, convs: list[str] | None, since: float | None,
+    before: float | None, limit: int, offset: int, sort: str, count: bool, view: ContextView | None,
+) -> GrepResult:
+    deadline = time.monotonic() + vault.settings.regex_timeout_seconds
+    rx = compile_regex(pattern)
+    names = convs or vault.conversations()
+    for conv in names:
+        vault.sync(conv)
+    # Without counting, the scan may stop once the page is full: later files only hold
+    # older messages (with several conversations, every one is scanned that far).
+    need = None if count else offset + limit
+    scan = _RegexScan(vault, rx, names, kind, since, before, deadline, need=need, oldest_first=sort == "oldest")
+    hits, complete = scan.run()
+    partial = not complete
+    # Newest first is the scan's order and the default; "relevance" has no meaning for a regex.
+    hits.sort(key=lambda h: (h.at, h.seq, h.id), reverse=sort != "oldest")
+    if count:
+        per_day: dict[str, dict[str, int]] = {}
+        for h in sorted(hits, key=lambda h: h.at):
+            day = per_day.setdefault(day_of(h.at), {})
+            day[h.kind] = day.get(h.kind, 0) + 1
+        n_msg = sum(1 for h in hits if h.kind == "message")
+        counts = Counts(len(hits), n_msg, len(hits) - n_msg, per_day)
+        return GrepResult([], len(hits), offset, limit, sort, partial=partial, counts=counts)
+    page = hits[offset : offset + limit]
+    _place(vault, page, view)
+    by_kind = {k: sum(1 for h in hits if h.kind == k) for k in ("message", "summary")}
+    return GrepResult(page, len(hits), offset, limit, sort, partial=partial, by_kind=_plural(by_kind),
+                      total_exact=not scan.stopped_early)
+
+
+def _in_window(at: float, since: float | None, before: float | None) -> bool:
+    return (since is None or at >= since) and (before is None or at < before)
+
+
+def _day_in_window(day: str, since: float | None, before: float | None) -> bool:
+    """Whether a UTC day (a log's name) can hold messages between ``since`` and ``before``."""
+    from datetime import UTC, datetime
+
+    try:
+        start = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return True
+    return (since is None or start + 86_400 > since) and (before is None or start < before)
+
+
+def snip(text: str, start: int, end: int, width: int = SNIPPET_CHARS) -> str:
+    """About ``width`` characters of ``text`` around ``start:end``, on one line."""
+    left = max(0, start - (width - (end - start)) // 2)
+    s = text[left : left + max(width, end - start)]
+    s = " ".join(s.split())
+    return ("…" if left else "") + s + ("…" if left + width < len(text) else "")
