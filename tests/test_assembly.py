@@ -536,7 +536,7 @@ def test_contexts_go_through_the_official_sdks(fmt: str, tmp_path: Path, fake_ll
     s = Settings(fresh_tail_count=3, leaf_target_tokens=40, condensed_target_tokens=60, condensed_min_fanin=2,
                  background_compaction=False)
     with Vault.init(tmp_path, settings=s) as v:
-        v.ingest("c", MIXED)
+        v.ingest("c", MIXED * 4)
         sizes = []
         for compacted in (False, True):
             for budget in (120, 300, 700, 1500, 100_000):

@@ -15,8 +15,10 @@ For a budget of B tokens the context is a *cut* through the summary DAG
    :class:`~vaultlcm.errors.BudgetTooSmallError`;
 2. the whole history verbatim when it fits;
 3. otherwise the rest of B goes to the history before the tail: the coarsest
-   cut (root summaries and uncovered messages), refined from newest to oldest;
-   when even that does not fit, its oldest items are left out and reported.
+   cut (root summaries and uncovered messages) is refined level by level, the
+   deepest summaries first and the newest first within a level, then leaves
+   into their messages from newest to oldest; when even the coarsest cut does
+   not fit, its oldest items are left out and reported.
 
 Only the conversation's main thread is sent: subagent lines, abandoned branches
 and non-chat lines stay in the vault (see :mod:`vaultlcm.threads`). Nothing is
@@ -39,7 +41,6 @@ compacted, untrusted history::
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -72,8 +73,9 @@ SUMMARY_PREAMBLE = (
 #: A leaf too big to unfold whole is shown as its newest messages when this share of them fits: a leaf
 #: keeps most but not all of what its messages say, so below that its summary is worth more.
 PARTIAL_LEAF_SHARE = 0.75
-#: How the cut spends the budget: "newest" unfolds depth first from the newest history.
-CUT_ORDER = os.environ.get("VAULTLCM_CUT_ORDER_EXPERIMENT", "newest")
+#: How the cut spends the budget: the top of the DAG first, level by level, newest first within a level
+#: (see :mod:`vaultlcm.cut`; measured against depth first from the newest in docs/RECALL.md).
+CUT_ORDER = "levels"
 #: Tokens a message is assumed to cost on top of its catalog count until it is read and measured
 #: (the catalog counts a message as a context does; images and dropped blocks are what differ).
 ESTIMATE_SLACK = 0

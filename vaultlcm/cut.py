@@ -6,14 +6,18 @@ coarsest cut is the active context (root summaries and the messages no summary
 covers); the finest is the raw history. :func:`plan_cut` starts from the
 coarsest cut of the history before the protected tail and refines it:
 
-1. when the whole history fits, it is all raw;
-2. otherwise, from newest to oldest (depth first, so the newest part of history
-   gets the finest resolution), a summary is replaced by its raw messages when
-   they fit, else by its children when they fit, else left as it is while
-   older, smaller nodes are tried;
-3. when even the coarsest cut does not fit (compaction is behind), its oldest
+1. when the whole history fits, it is all raw (the caller checks this first);
+2. when even the coarsest cut does not fit (compaction is behind), its oldest
    items are left out (reported as omitted) until it does;
-4. the budget left over (less than any unfolding needs) goes to the newest leaf
+3. the deepest summaries are unfolded first, level by level, newest first
+   within a level: a node is replaced by its children when they fit, else left
+   as it is while older ones are tried. Every part of history is brought to one
+   resolution before any part goes finer, and where a level cannot be
+   completed, its newest part is the finer one;
+4. then, from newest to oldest, a summary is replaced by its raw messages when
+   they fit, else by its children, else left while older, smaller ones are
+   tried: the history just before the tail turns raw first;
+5. the budget left over (less than any unfolding needs) goes to the newest leaf
    still folded, shown as its newest messages when most of them fit (the oldest
    are left out, as a window would): the cut then fills the budget to the size
    of a message.
@@ -101,14 +105,15 @@ def _delta(items: list[Item], i: int, new: list[Item], run_cost: int) -> int:
 
 def plan_cut(
     base: list[Item], room: int, source: Source, *, run_cost: int, partial_share: float = 1.0,
-    order: str = "newest",
+    order: str = "levels",
 ) -> Cut:
     """The finest cut of ``base`` within ``room`` tokens (see the module docstring).
 
     With ``partial_share`` < 1, the newest leaf left folded is shown as its newest
-    messages when that share of them fits. ``order`` ``"levels"`` unfolds the
-    deepest summaries first (newest first within a depth) instead of depth first
-    from the newest: history then tends to one resolution throughout.
+    messages when that share of them fits. ``order`` ``"newest"`` skips step 3:
+    depth first from the newest, the newest history gets the finest resolution
+    and the oldest stays at the top of the DAG (kept for comparison; on the
+    recall benchmark, levels hold more answers at every size).
     """
     items, omitted = _newest_that_fit(base, room, run_cost)
     used = cut_cost(items, run_cost)
