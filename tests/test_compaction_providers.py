@@ -2,7 +2,7 @@
 
 A provider failure must lose nothing: soft compaction stops and leaves the
 messages uncovered for a later run; assemble (the hard threshold) falls back to
-the extractive summarizer and the note records the fallback.
+the digest summarizer and the note records the fallback.
 """
 
 from __future__ import annotations
@@ -65,14 +65,14 @@ def test_provider_failure_loses_nothing(provider: str, failure: str, fake_llm: F
         assert [i.id for i in v.dag.active("c")] == ids
         assert len(v.messages("c")) == len(ids)
         assert v.catalog.execute("SELECT COUNT(*) FROM failures")[0][0] == 1
-        # the hard threshold cannot wait: it falls back to the extractive summarizer
+        # the hard threshold cannot wait: it falls back to the digest summarizer
         ctx = v.assemble("c", 900)
         assert ctx.estimated_tokens <= 900 and ctx.complete
         assert reachable(v, ctx.summary_ids) | set(ctx.message_ids) == set(ids)
         notes = list((tmp_path / "conversations/c/summaries").iterdir())
         assert notes
         fm, _ = parse_note(notes[0].read_text(), notes[0])
-        assert fm.summarizer.startswith("extractive (fallback:")
+        assert fm.summarizer.startswith("digest (fallback:")
 
 
 def test_missing_key_is_reported_at_compaction(tmp_path: Path, fake_llm: FakeLLM) -> None:
