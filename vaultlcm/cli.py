@@ -422,7 +422,7 @@ def mcp(obj: Context) -> None:
 @pass_ctx
 @handle_errors
 def demo(obj: Context, path: str | None) -> None:
-    """Build a demo vault from the shipped sample transcript (offline, extractive summarizer)."""
+    """Build a demo vault from the shipped sample transcript (offline, digest summarizer)."""
     from .sample import build_sample_vault
 
     root = Path(path) if path else Path("vaultlcm-demo")

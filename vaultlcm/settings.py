@@ -67,8 +67,9 @@ class Settings(BaseModel):
         30.0, gt=0, description="How long a writer waits for a conversation's lock before giving up."
     )
     # -- summarizers -------------------------------------------------------------
-    summarizer: Literal["extractive", "anthropic", "openai"] = Field(
-        "extractive", description="Which summarizer compaction uses: extractive (offline), anthropic or openai."
+    summarizer: Literal["digest", "extractive", "anthropic", "openai"] = Field(
+        "digest",
+        description="Which summarizer compaction uses: digest (offline; extractive is its former name), anthropic or openai.",
     )
     anthropic_model: str = Field("claude-haiku-4-5", description="Anthropic model used for summaries.")
     anthropic_base_url: str | None = Field(None, description="Override of the Anthropic API address.")
