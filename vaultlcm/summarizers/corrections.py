@@ -57,15 +57,22 @@ def diff_corrections(original: str | None, edited: str) -> list[str]:
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         if op == "equal":
             continue
-        old = " ".join(old_lines[i1:i2])
-        new = " ".join(new_lines[j1:j2])
-        if op == "insert":
-            out.extend(_clip(t) for t in new_lines[j1:j2])
-        elif op == "delete":
-            out.append(_clip(f"removed: {old}"))
-        else:
-            out.append(_clip(f"{new} (replacing: {' '.join(old.split()[:16])}{' …' if len(old.split()) > 16 else ''})"))
+        olds, news = old_lines[i1:i2], new_lines[j1:j2]
+        if op == "replace" and len(olds) == len(news):
+            for old, new in zip(olds, news):
+                if difflib.SequenceMatcher(None, old, new, autojunk=False).ratio() >= 0.4:
+                    out.append(_clip(f"{new} (replacing: {_head(old)})"))  # the same line, changed
+                else:
+                    out.extend([_clip(f"removed: {old}"), _clip(new)])
+            continue
+        out.extend(_clip(f"removed: {old}") for old in olds)
+        out.extend(_clip(new) for new in news)
     return out
+
+
+def _head(text: str, words: int = 16) -> str:
+    parts = text.split()
+    return " ".join(parts[:words]) + (" …" if len(parts) > words else "")
 
 
 def required_lines(texts: Iterable[str], corrections: Iterable[tuple[str, str | None]]) -> list[str]:
