@@ -86,6 +86,7 @@ def measure(vault: Vault, conv: str, facts: list[tuple[str, str, str]]) -> dict[
     if facts:
         kept: dict[int, list[bool]] = {0: [], 1: [], 2: []}
         by_kind: dict[str, list[bool]] = {}
+        by_kind2: dict[str, list[bool]] = {}
         for mid, kind, answer in facts:
             msg = vault.catalog.get(mid)
             leaf = vault.dag.get(msg.covered) if msg is not None and msg.covered else None
@@ -96,10 +97,14 @@ def measure(vault: Vault, conv: str, facts: list[tuple[str, str, str]]) -> dict[
                 if node is not None:
                     kept[depth].append(answer.lower() in node.body.lower())
             by_kind.setdefault(kind, []).append(answer.lower() in leaf.body.lower())
+            top = ancestor(vault, leaf, 2)
+            if top is not None:
+                by_kind2.setdefault(kind, []).append(answer.lower() in top.body.lower())
         out["facts"] = {
             f"depth_{d}": {"n": len(v), "kept": round(sum(v) / len(v), 3) if v else None} for d, v in kept.items()
         }
         out["facts_leaf_by_kind"] = {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())}
+        out["facts_depth2_by_kind"] = {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind2.items())}
     return out
 
 
@@ -139,6 +144,7 @@ def main() -> None:
         print(line)
         if "facts_leaf_by_kind" in r:
             print(" " * 14 + "leaf facts by kind: " + ", ".join(f"{k} {v}" for k, v in r["facts_leaf_by_kind"].items()))
+            print(" " * 14 + "depth-2 facts by kind: " + ", ".join(f"{k} {v}" for k, v in r["facts_depth2_by_kind"].items()))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 

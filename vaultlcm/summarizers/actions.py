@@ -500,6 +500,8 @@ def merge_actions(actions: list[Action]) -> list[Action]:
 
 
 def _merge(a: Action, b: Action) -> Action | None:
+    if a.kind == "edit" and a.text.startswith("created") != b.text.startswith("created"):
+        return None  # creating a file and changing one are different things to report
     if a.kind in ("read", "list", "glob", "edit") and b.paths:
         paths = a.paths + [p for p in b.paths if p not in a.paths]
         return replace(a, paths=paths, added=a.added + b.added, removed=a.removed + b.removed, count=a.count + b.count,
@@ -527,7 +529,9 @@ def _render_group(a: Action) -> Action:
     elif a.kind == "list":
         a.text = "listed " + ", ".join(a.paths or ["."])
     elif a.kind == "edit":
-        if a.text.startswith("created") and len(a.paths) <= 1:
+        if a.text.startswith("created"):
+            if len(a.paths) > 1:
+                a.text = f"created {', '.join(a.paths[:3])}{' …' if len(a.paths) > 3 else ''} ({a.added} lines)"
             return a
         where = ", ".join(a.paths[:3]) + (f" and {len(a.paths) - 3} more" if len(a.paths) > 3 else "")
         verb = "edited" if a.count == 1 or len(a.paths) > 1 else f"edited ({a.count}×)"

@@ -132,7 +132,7 @@ def template_for_depth(depth: int) -> str:
 
 #: Share of its source a summary aims at, by depth: a leaf a third, condensed nodes a third
 #: (depth 1) to a quarter (above), so a summary always compresses what it covers.
-TARGET_RATIO = {0: 1 / 3, 1: 1 / 3}
+TARGET_RATIO = {0: 1 / 3, 1: 1 / 3, 2: 0.3}
 UPPER_TARGET_RATIO = 1 / 4
 #: Smallest target worth asking for: one line with its link.
 MIN_TARGET_TOKENS = 48

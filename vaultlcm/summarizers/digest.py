@@ -109,7 +109,7 @@ def pack(draft: Draft, budget: int) -> str:
     room = budget - fixed_cost
     if room <= 0:
         return fixed
-    max_unit = max(10, min(64, room // 4))
+    max_unit = max(20, min(48, room // 5))
     units = [_clipped(u, max_unit) for u in draft.units]
     units = [u for u in units if u.text]
     ranked = sorted(units, key=lambda u: (-u.score, u.pos))
@@ -142,6 +142,12 @@ def pack(draft: Draft, budget: int) -> str:
             room -= cost
         return room
 
+    # Every section first gets its best unit (a leaf that lost all its Done lines to
+    # facts would no longer say what was done), then the rest goes by score.
+    best_of = {}
+    for unit in ranked:
+        best_of.setdefault(unit.section, unit)
+    room = offer(sorted(best_of.values(), key=lambda u: (-u.score, u.pos)), room)
     offer(ranked, room)
     text = render_units(draft, chosen)
     for _ in range(3):

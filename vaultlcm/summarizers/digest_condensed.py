@@ -109,19 +109,20 @@ class Tally:
         """``(text, importance)`` of each thing worth saying, most telling first."""
         out: list[tuple[str, int]] = []
         if self.commits:
-            out.append(("commit" + ("s " if len(self.commits) > 1 else " ") + ", ".join(self.commits[:4]), 8))
+            out.append(("commit" + ("s " if len(self.commits) > 1 else " ") + ", ".join(self.commits[:3])
+                        + (f" +{len(self.commits) - 3}" if len(self.commits) > 3 else ""), 5))
         if self.prs:
-            out.append(("PR " + ", ".join(self.prs[:3]), 8))
+            out.append(("PR " + ", ".join(self.prs[:3]), 6))
         if self.issues:
-            out.append(("issue " + ", ".join(self.issues[:3]), 6))
+            out.append(("issue " + ", ".join(self.issues[:3]), 5))
         if self.tests:
-            out.append((f"last tests: {self.tests}", 7 if "fail" in self.tests or "error" in self.tests else 5))
+            out.append((f"last tests: {self.tests}", 5 if "fail" in self.tests or "error" in self.tests else 3))
         if self.edited:
             named = [e for e in self.edited if not e.startswith("file ")]
             if named and len(named) == len(self.edited) and len(named) <= 3:
-                out.append((f"edited {', '.join(named)} (+{self.added} −{self.removed})", 6))
+                out.append((f"edited {', '.join(named)} (+{self.added} −{self.removed})", 4))
             else:
-                out.append((f"edited {len(self.edited)} files (+{self.added} −{self.removed})", 6))
+                out.append((f"edited {len(self.edited)} files (+{self.added} −{self.removed})", 4))
         if self.created:
             out.append(("created " + ", ".join(self.created[:3]) + ("…" if len(self.created) > 3 else ""), 5))
         if self.commands:
@@ -218,8 +219,12 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
                 key = _key_words(change.key)
                 match = next((k for k in changes if k and key and (k <= key or key <= k)), key)
                 changes.setdefault(match, []).append((change.key, change.old, change.new, child))
-            if line.section == DECIDED or (line.section in (FOUND, "Asked") and facts_of(text).decision):
+            if line.section == DECIDED:
                 decisions.append((text, child, n))
+            elif line.section in (FOUND, "Asked"):
+                # A line holds several sentences of one message: only the deciding one is a decision.
+                decisions.extend((sentence, child, n) for sentence in split_sentences(text)
+                                 if facts_of(sentence).decision)
             elif line.section == OPEN:
                 opens.append((text, child, n))
     _change_units(draft, changes)
@@ -260,7 +265,7 @@ def _change_units(draft: Draft, changes: dict[frozenset[str], list[tuple[str, st
                     before.append(v)
         if not before:
             continue
-        text = f"{key}: {new} (was {', '.join(before[:3])})"
+        text = f"{key}: {new} (was {', '.join(before[:5])})"
         draft.units.append(Unit(DECIDED, ("change", key), (child.index, 0, len(draft.units)), text, child.item.link, 10))
 
 
@@ -271,7 +276,7 @@ def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
     span = time_span(child.item.at, child.item.latest_at) or f"part {i + 1}"
     draft.units.append(Unit(TIMELINE, line, (i, 0, 0), span, link, 30, part="span", required=True))
     topics = _gist(child, depth)
-    for k, topic in enumerate(topics[:6]):
+    for k, topic in enumerate(topics[: 6 if depth == 1 else 3]):
         draft.units.append(Unit(TIMELINE, line, (i, 0, 1 + k), topic, link, 30 if k == 0 else 10 - k,
                                 joiner="; ", part="gist", required=k == 0))
     tally = Tally()

@@ -20,7 +20,7 @@ from .actions import Action, make_action, merge_actions
 from .base import SourceItem
 from .body import ASKED, DONE, FOUND, LEAF_SECTIONS, OPEN, correction_line
 from .digest import Draft, Unit
-from .facts import facts_of, prose_units, score
+from .facts import CHITCHAT_RE, facts_of, prose_units, score
 
 _ROLE_PREFIX = re.compile(r"^(system|user|assistant|tool|developer|function)\s*:\s?", re.I)
 _CALL_LINE = re.compile(r"^-> tool call (\S+) \[([^\]]*)\]: (.*)$")
@@ -137,7 +137,7 @@ def _sentence_unit(index: int, order: int, role: str, text: str, target: str | N
     value = score(text)
     section = FOUND
     if role == "user":
-        if value == 0 and not facts.question:
+        if value == 0 and not facts.question and (CHITCHAT_RE.match(text) or len(text.split()) < 4):
             return None  # "Makes sense, continue."
         section = ASKED
         value += USER_BONUS + (FIRST_ASK_BONUS if first_ask else 0)

@@ -69,6 +69,11 @@ _DECISION = re.compile(
     r"we(?:'ll| will) (?:use|go|keep|switch|ship)|will use|switch to)\b",
     _I,
 )
+_FINDING = re.compile(
+    r"\b(?:found it|root cause|turns out|the cause|caused by|the (?:problem|issue|bug) is|the culprit|explains|"
+    r"because|reproduced|confirmed|so that's why|that's why)\b",
+    _I,
+)
 _REASON = re.compile(r"\b(?:because|since|so that|due to|reason|which means|otherwise|as it|as they|to avoid)\b", _I)
 _CONSTRAINT = re.compile(
     r"\b(?:must|never|always|don'?t|do not|cannot|can'?t|required?|requires|only|at most|at least|no more than|"
@@ -91,7 +96,8 @@ _NUMBER_UNIT = re.compile(
     r"[$€£¥]\s?\d[\d,.]*[kKmM]?"
     r"|\b\d+(?:[.,]\d+)*\s?(?:%|ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
     r"years?|[kKMGT]i?B|bytes?|tokens?|lines?|rows?|files?|items?|messages?|requests?|req/s|rps|qps|px|x|k|"
-    r"cores?|threads?|USD|EUR|GBP|dollars?|euros?|users?|accounts?|invoices?|customers?|tests?|points?|GB|MB|TB)(?!\w)"
+    r"cores?|threads?|USD|EUR|GBP|dollars?|euros?|users?|accounts?|invoices?|customers?|tests?|points?|GB|MB|TB)"
+    r"(?:\s?(?:/|per)\s?(?:s|sec|second|min|minute|h|hour|day|week|month|request|user|page|account)\b)?(?!\w)"
 )
 _BIG_NUMBER = re.compile(r"\b\d[\d,.]*\d\b")
 IDENT_RE = re.compile(
@@ -133,6 +139,11 @@ _FILLER = re.compile(
     r"^(?:let me|let's see|now[, ]|sure|ok(?:ay)?\b|thanks|thank you|great|good|nice|perfect|morning|hi\b|hello|"
     r"got it|understood|alright|here'?s|here is|i'?ll|i will|i'm going to|next[, ]|first[, ]|then[, ]|"
     r"looking|checking|running|reading)",
+    _I,
+)
+CHITCHAT_RE = re.compile(
+    r"^(?:thanks|thank you|ok(?:ay)?|sounds (?:good|right)|makes sense|nice|great|good (?:catch|call|job)|perfect|cool|"
+    r"sure|got it|go ahead|keep going|continue|lgtm|yes|yep|yeah|no worries|agreed|fine|right|wow|ugh|hmm)\b",
     _I,
 )
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
@@ -188,7 +199,7 @@ def prose_units(text: str) -> Iterator[str]:
 
 def split_sentences(line: str) -> list[str]:
     """``line`` split at sentence ends (abbreviations like "e.g." do not end one)."""
-    if len(line) < 120:
+    if len(line) < 24:
         return [line]
     parts: list[str] = []
     start = 0
@@ -215,6 +226,7 @@ class Facts:
     decision: bool
     reason: bool
     constraint: bool
+    finding: bool
     error: bool
     open: bool
     question: bool
@@ -270,6 +282,7 @@ def facts_of(text: str) -> Facts:
         decision=bool(_DECISION.search(t)),
         reason=bool(_REASON.search(t)),
         constraint=bool(_CONSTRAINT.search(t)),
+        finding=bool(_FINDING.search(t)),
         error=bool(_ERROR.search(t)),
         open=bool(OPEN_RE.search(t)),
         question=t.rstrip().endswith("?"),
@@ -288,9 +301,11 @@ def score(text: str) -> int:
     if f.change and (f.dates or f.numbers or f.idents or f.names):
         s += 4  # a value that changed
     if f.decision:
-        s += 4 + (2 if f.reason else 0)
+        s += 5 + (3 if f.reason else 0)
     if f.constraint:
         s += 2
+    if f.finding:
+        s += 3
     if f.error:
         s += 2
     if f.open:
@@ -321,7 +336,7 @@ def shorten(text: str, max_tokens: int) -> str:
     clauses = [c for c in _CLAUSE.split(text) if c]
     if len(clauses) > 1:
         costs = [count_tokens(c) + 1 for c in clauses]
-        ranked = sorted(range(len(clauses)), key=lambda i: (-(score(clauses[i]) + (6 if i == 0 else 0)), i))
+        ranked = sorted(range(len(clauses)), key=lambda i: (-(score(clauses[i]) + (2 if i == 0 else 0)), i))
         keep: set[int] = set()
         room = max_tokens - 1  # the "…"
         for i in ranked:
@@ -362,11 +377,22 @@ def clip_words(text: str, max_tokens: int) -> str:
 
 
 def first_words(text: str, n: int) -> str:
-    """The first ``n`` words of ``text`` (with "…" when more follow)."""
+    """The first ``n`` words of ``text`` (with "…" when more follow), never splitting "July | 19"."""
     words = text.split()
-    if len(words) <= n:
+    if len(words) <= n + 1:
+        return text
+    n = _safe_cut(words, n)
+    if n >= len(words):
         return text
     return " ".join(words[:n]).rstrip(",;:") + " …"
+
+
+def _safe_cut(words: list[str], n: int) -> int:
+    """A cut at or after ``n`` that does not split a date, an amount or an arrow from what it joins."""
+    while n < len(words) and (_MONTH_WORD.match(words[n - 1]) or words[n][:1] in "(→-" or words[n - 1] in ("→", "->")
+                              or (words[n][:1].isdigit() and words[n - 1][-1:].isalpha() and len(words[n]) <= 4)):
+        n += 1
+    return n
 
 
 # -- key phrases -----------------------------------------------------------------------
@@ -375,7 +401,7 @@ _VALUE = r"[^,;.()]{1,40}?"
 _CHANGE_FORMS = (
     # "p95 went from 840 ms to 210 ms", "the deadline moved from July 4 to July 19"
     re.compile(
-        rf"(?P<key>[A-Za-z][\w .'/-]{{0,40}}?)\s+(?:went|changed|moved|dropped|rose|increased|decreased|grew|fell|"
+        rf"(?P<key>[A-Za-z][\w '/-]{{0,40}}?)\s+(?:went|changed|moved|dropped|rose|increased|decreased|grew|fell|"
         rf"jumped|shifted|slipped|was pushed|got pushed|was moved|was changed|is moving|has moved)\s+"
         rf"(?:back\s+|out\s+|up\s+|down\s+)?from\s+(?P<old>{_VALUE})\s+to\s+(?P<new>{_VALUE})(?=$|[,;.()]|\s+(?:after|because|since|so|and|but|for|on|in)\b)",
         _I,
@@ -389,7 +415,7 @@ _CHANGE_FORMS = (
     ),
     # "deadline: July 19 (was July 4)", "the limit is now 100 (was 50)"
     re.compile(
-        rf"(?P<key>[A-Za-z][\w .'/-]{{0,40}}?)\s*(?::|\bis now\b|\bare now\b|\bnow\b)\s*(?P<new>{_VALUE})\s*"
+        rf"(?P<key>[A-Za-z][\w '/-]{{0,40}}?)\s*(?::|\bis now\b|\bare now\b|\bnow\b)\s*(?P<new>{_VALUE})\s*"
         rf"\(was:?\s+(?P<old>[^)]{{1,40}})\)",
         _I,
     ),
@@ -432,8 +458,13 @@ def value_change(text: str) -> ValueChange | None:
 
 
 #: Importance of a key phrase by kind, when carrying phrases up the DAG.
-PHRASE_WEIGHT = {"change": 9, "role": 8, "preference": 8, "ticket": 7, "date": 6, "name": 5, "number": 5,
-                 "version": 4, "time": 3, "ident": 2}
+PHRASE_WEIGHT = {"change": 9, "role": 8, "preference": 8, "choice": 8, "ticket": 7, "date": 6, "number": 6,
+                 "name": 5, "version": 4, "time": 3, "ident": 2}
+_CHOICE = re.compile(
+    r"\b(?:decided to (?:use|go with|adopt|keep|switch to|move to)|go(?:ing)? with|switch(?:ed|ing)? to|chose|"
+    r"opted for|settled on|sticking with|will use|we'?ll use)\s+(?:the\s+)?[\w.+/-]+(?:\s+(?:instead of|over|not)\s+[\w.+/-]+)?",
+    _I,
+)
 _TIME_ONLY = re.compile(r"^\d{1,2}:\d{2}")
 _TICKET = re.compile(r"^(?:[A-Z][A-Z0-9]{1,9}-\d{1,6}|#\d{2,6})$")
 _VERSIONISH = re.compile(r"^(?:v?\d+\.\d+(?:\.\d+)+\S*|v\d+(?:\.\d+)*|(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40})$")
@@ -489,6 +520,9 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
     pref = _PREF_PHRASE.search(t)
     if pref:
         found.append((pref.group().rstrip(",.;:"), "preference"))
+    choice = _CHOICE.search(t)
+    if choice:
+        found.append((choice.group().rstrip(",.;:"), "choice"))
     found.extend((m.group(), "time" if _TIME_ONLY.match(m.group()) else "date") for m in DATE_RE.finditer(t))
     found.extend((m.group(), "number") for m in _NUMBER_UNIT.finditer(t))
     for m in IDENT_RE.finditer(t):
@@ -510,7 +544,8 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
 _PREF_PHRASE = re.compile(
     r"(?:\b[A-Z][a-z]+\s+)?\b(?:prefers?|preferred|likes|hates|dislikes|loves|would rather|'d rather|"
     r"(?:always|never) wants?|insists? on)\s+"
-    r"(?:(?!(?:over|instead|never|not|rather|to)\b)[^\s,;.]+\s?){1,3}(?:\s*(?:over|instead of|rather than)\s+[^\s,;.]+)?"
+    r"(?:(?!(?:over|instead|never|not|rather|to|in|for|on|at|with|when|because|so|and|but)\b)[^\s,;.]+\s?){1,3}"
+    r"(?:\s*(?:over|instead of|rather than)\s+[^\s,;.]+)?"
 )
 #: Words a headline can do without: dropping them compresses and re-words at once.
 _SLACK_WORDS = frozenset(
@@ -556,13 +591,17 @@ def recompose(text: str, words: int) -> str:
         rendered = change.render()
         extra = [p for p, kind in key_phrases(short) if kind != "change" and p.lower() not in rendered.lower()][:2]
         return rendered + (" · " + ", ".join(extra) if extra else "")
-    cut = words
-    while cut < len(parts) and (_MONTH_WORD.match(parts[cut - 1]) or parts[cut][:1] in "(→-" or parts[cut - 1] in "→->"):
-        cut += 1  # never split "July | 19" or "840 ms | → 210 ms"
+    cut = _safe_cut(parts, words)  # never split "July | 19" or "840 ms | → 210 ms"
     head = " ".join(parts[:cut]).rstrip(",;:")
     low = head.lower()
-    extra = [p for p, _ in key_phrases(short) if p.lower() not in low][:3]
+    extra = [p for p, _ in key_phrases(short) if not _mostly_in(p, low)][:3]
     return head + (" … " + ", ".join(extra) if extra else " …")
+
+
+def _mostly_in(phrase: str, text: str) -> bool:
+    """Whether most words of ``phrase`` already appear in ``text`` (lower case)."""
+    words = phrase.lower().split()
+    return sum(w in text for w in words) * 2 > len(words)
 
 
 _MONTH_WORD = re.compile(rf"^(?:{MONTHS})\.?$|^(?:from|to|at|on|by|was|is|=)$", re.I)
