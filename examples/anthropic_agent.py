@@ -35,10 +35,7 @@ def run_turn(engine: Engine, client, model: str, user_text: str, budget: int, ma
             tools=tools,
         )
         blocks = [b.model_dump(exclude_none=True) for b in reply.content]
-        from vaultlcm.formats import parse
-
-        [assistant] = parse("anthropic", [(1, {"role": "assistant", "content": blocks})], source="model reply")
-        engine.ingest(assistant)
+        engine.ingest({"role": "assistant", "content": blocks}, format="anthropic")
         calls = [b for b in blocks if b.get("type") == "tool_use"]
         if not calls:
             engine.after_turn(budget)
@@ -47,8 +44,7 @@ def run_turn(engine: Engine, client, model: str, user_text: str, budget: int, ma
             {"type": "tool_result", "tool_use_id": c["id"], "content": engine.call_tool(c["name"], c.get("input", {}))}
             for c in calls
         ]
-        [tool_msg] = parse("anthropic", [(1, {"role": "user", "content": results})], source="tool results")
-        engine.ingest(tool_msg)
+        engine.ingest({"role": "user", "content": results}, format="anthropic")
     engine.after_turn(budget)
     return "(stopped after too many tool calls)"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -73,8 +74,15 @@ def test_ingest_export_round_trip(vault: Path, tmp_path: Path, fmt: str, records
 def test_ingest_from_stdin_and_show(vault: Path) -> None:
     code, out, _ = run(["--vault", str(vault), "ingest", "-", "-c", "s", "--json"], input=json.dumps(NATIVE))
     assert code == 0
-    ids = json.loads(out)["ids"]
-    assert ids[0] == "m-n1"
+    report = json.loads(out)
+    ids = report["ids"]
+    assert re.fullmatch(r"m-[0-9a-f]{16}", ids[0])  # the vault's own ids; the record's "id" is data
+    assert report["new"] == 3 and report["already_stored"] == 0
+    code, out, _ = run(["--vault", str(vault), "show", ids[0], "--json"])
+    assert json.loads(out)["message"]["id"] == "m-n1"
+    code, out, _ = run(["--vault", str(vault), "ingest", "-", "-c", "s", "--json"], input=json.dumps(NATIVE))
+    again = json.loads(out)
+    assert again["ids"] == ids and again["new"] == 0 and again["already_stored"] == 3
     code, out, _ = run(["--vault", str(vault), "show", ids[1], "--json"])
     shown = json.loads(out)
     assert shown["kind"] == "message" and shown["message"]["custom"] == {"x": [1, 2.5, None]}

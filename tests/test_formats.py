@@ -10,9 +10,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from vaultlcm import formats
 from vaultlcm.errors import InputFormatError, UsageError
-from vaultlcm.formats import FORMATS, detect_format, parse, read_records, to_records
-from vaultlcm.messages import ID_RE
+from vaultlcm.formats import FORMATS, detect_format, read_document, to_records
+from vaultlcm.messages import ID_RE, Message
+
+
+def parse(fmt: str, records: list[tuple[int, Any]], *, source: str, keep_bad_timestamps: bool = True) -> list[Message]:
+    """The messages of ``formats.parse`` (junk in a ``timestamp`` field is kept as data, as with the CLI flag)."""
+    return [i.message for i in formats.parse(fmt, records, source=source, keep_bad_timestamps=keep_bad_timestamps)]
+
+
+def read_records(data: bytes, *, source: str) -> list[tuple[int, Any]]:
+    return read_document(data, source=source).records
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -327,7 +337,7 @@ def test_anthropic_response_and_parallel_results() -> None:
     assert openai[0]["content"] is None and openai[0]["tool_calls"][1]["function"]["arguments"] == '{"x": [1]}'
     assert openai[1] == {"role": "tool", "tool_call_id": "t1", "content": [{"type": "text", "text": "A"}]}
     native = to_records("native", messages)
-    assert native[0]["anthropic_id"] == "msg_01" and "id" not in native[0]
+    assert native[0]["id"] == "msg_01"  # the record's own id is data
 
 
 CLAUDE_CODE = [
@@ -475,8 +485,9 @@ def test_read_errors_name_the_line(data: bytes, line: int, pattern: str) -> None
 
 @pytest.mark.parametrize("fmt", ["native", "openai", "anthropic", "claude-code", "openclaw"])
 def test_non_object_line(fmt: str) -> None:
+    first = {"claude-code": CLAUDE_CODE[1], "openclaw": OPENCLAW[2]}.get(fmt, {"role": "user", "content": "x"})
     with pytest.raises(InputFormatError, match=r"^in:3: expected a JSON object.*--format") as info:
-        parse(fmt, [(1, {"role": "user", "content": "x"}), (3, "just text")], source="in")
+        parse(fmt, [(1, first), (3, "just text")], source="in")
     assert info.value.line == 3
 
 

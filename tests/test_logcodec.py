@@ -9,7 +9,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vaultlcm.logcodec import ParsedEntry, StoredMessage, decode_entry, iter_entries, render_entry
+from vaultlcm.logcodec import (
+    Damaged,
+    Foreign,
+    ParsedEntry,
+    StoredMessage,
+    TornTail,
+    decode_entry,
+    iter_entries,
+    render_entry,
+)
 from vaultlcm.messages import Message
 from vaultlcm.tokens import count_tokens
 
@@ -139,7 +148,7 @@ def test_torn_tail_is_reported_not_parsed() -> None:
     for cut in range(1, len(data) - 1):
         items = list(iter_entries(data + data[:cut], path="t.md"))
         assert isinstance(items[0], ParsedEntry)
-        assert items[-1] == len(data) or (len(items) == 2 and isinstance(items[1], ParsedEntry))
+        assert items[-1] == TornTail(len(data), items[-1].line) or (len(items) == 2 and isinstance(items[1], ParsedEntry))
 
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text()
@@ -148,7 +157,13 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
-texts = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=200) | st.sampled_from(ADVERSARIAL[:-2])
+# Any code point (lone surrogates cannot be UTF-8), and any mix of line endings inside one string.
+any_char = st.characters(exclude_categories=("Cs",))
+mixed_endings = st.lists(
+    st.tuples(st.text(alphabet=any_char, max_size=12), st.sampled_from(["\n", "\r\n", "\r", "\n\r", "\r\r\n"])),
+    max_size=8,
+).map(lambda pairs: "".join(a + b for a, b in pairs))
+texts = st.text(alphabet=any_char, max_size=200) | mixed_endings | st.sampled_from(ADVERSARIAL[:-2])
 block = st.one_of(
     st.builds(lambda t: {"type": "text", "text": t}, texts),
     st.builds(lambda t, s: {"type": "thinking", "thinking": t, "signature": s}, texts, st.text(max_size=10)),
@@ -172,7 +187,7 @@ messages = st.builds(
     st.sampled_from(["user", "assistant", "tool", "system"]) | st.text(min_size=1, max_size=20),
     st.none() | st.just("2026-11-29T10:00:05Z"),
     st.lists(block, max_size=5),
-    st.dictionaries(st.text(max_size=10).filter(lambda k: k not in ("id", "role", "timestamp", "content")), json_values, max_size=3),
+    st.dictionaries(st.text(max_size=10).filter(lambda k: k not in ("role", "timestamp", "content")), json_values, max_size=3),
 )
 
 
@@ -201,3 +216,113 @@ def test_many_entries_in_one_file(msgs: list[Message]) -> None:
     assert [e.id for e in entries] == [f"m-{i}" for i in range(len(msgs))]  # type: ignore[union-attr]
     for i, (m, e) in enumerate(zip(msgs, entries)):
         assert decode_entry(e, store) == m.model_copy(update={"id": f"m-{i}"})  # type: ignore[arg-type]
+
+
+def _entry(msg: Message, *, lane: str | None = None, store: MemStore | None = None, seq: int = 1) -> bytes:
+    sm = StoredMessage(message=msg, conversation="c", seq=seq, at=AT, tokens=1, lane=lane)
+    return render_entry(sm, store or MemStore(), count_tokens=count_tokens, large_tokens=25_000)
+
+
+@pytest.mark.parametrize("text", [
+    "line one\nline two\r\nline three",  # the case from the real-transcripts issue
+    "a\r\nb\nc\r\n",
+    "\r\n\n\r",
+    "progress 10%\rprogress 100%\r\ndone\n",
+])
+def test_mixed_line_endings_roundtrip_and_every_line_is_quoted(text: str) -> None:
+    msg = Message(id="m-1", role="user", content=[{"type": "text", "text": text}])
+    back, data, _ = roundtrip(msg)
+    assert back == msg
+    lines = data.decode().split("\n")
+    body = lines[1 : lines.index("")]
+    assert all(line.startswith(">") for line in body)
+
+
+@settings(max_examples=300, deadline=None)
+@given(mixed_endings | st.text(alphabet=any_char, max_size=300))
+def test_any_text_with_any_line_endings_roundtrips(text: str) -> None:
+    msg = Message(id="m-1", role="tool", content=[
+        {"type": "text", "text": text},
+        {"type": "tool_result", "call_id": "c", "content": text},
+        {"type": "thinking", "thinking": text},
+    ])
+    back, data, _ = roundtrip(msg)
+    assert back == msg
+    assert b"\r" not in data and data.endswith(b"\n")
+
+
+def test_ansi_codes_are_hidden_in_the_callout_and_kept_in_the_data() -> None:
+    text = "\x1b[32mPASSED\x1b[0m tests/test_a.py::test_x\n\x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b[1;31mFAILED\x1b[0m"
+    msg = Message(id="m-1", role="tool", content=[{"type": "tool_result", "call_id": "c", "content": text}])
+    back, data, _ = roundtrip(msg)
+    assert back == msg
+    callout = data.decode().split("\n", 1)[1]
+    assert "\x1b" not in callout and "\\u001b" not in callout
+    assert "PASSED tests/test_a.py::test_x" in callout and "FAILED" in callout
+
+
+@pytest.mark.parametrize("args", [
+    {"file_path": "src/app.py", "old_string": "def f():\n    return 1", "new_string": "def f():\n    return 2\n"},
+    {"command": "str_replace", "path": "/repo/x.py", "old_str": "", "new_str": "print('```')"},
+    {"path": "a.md", "oldText": "x", "newText": ""},
+    {"file_path": "b.py", "edits": [{"old_string": "a", "new_string": "b"}, {"old_string": "c\nd", "new_string": "e",
+                                                                            "replace_all": True}]},
+])
+def test_edit_calls_read_as_a_diff_and_roundtrip(args: dict) -> None:
+    msg = Message(id="m-1", role="assistant", content=[{"type": "tool_call", "id": "toolu_1", "name": "Edit",
+                                                       "arguments": args}])
+    back, data, _ = roundtrip(msg)
+    assert back == msg
+    callout = data.decode().split("\n", 1)[1]
+    assert "diff\n" in callout
+    assert '"old_string"' not in callout and '"new_str"' not in callout  # no JSON-escaped edit in the visible text
+
+
+def test_large_metadata_goes_to_a_payload_file() -> None:
+    big = {"file": {"filePath": "/repo/big.py", "content": "x = 1\n" * 2000}}
+    msg = Message(id="m-1", role="user", content=[{"type": "text", "text": "ok"}],
+                  extra={"toolUseResult": big, "uuid": "u-1"})
+    back, data, store = roundtrip(msg)
+    assert back == msg
+    assert len(data) < 1500 and len(store.files) == 1
+
+
+def test_non_chat_line_shows_its_title_as_a_heading() -> None:
+    msg = Message(id="m-1", role="claude-code:summary",
+                  extra={"type": "summary", "summary": "Fix the login bug", "leafUuid": "u-9"}, hints={"line": True})
+    data = _entry(msg, lane="line")
+    assert "> #### Fix the login bug" in data.decode()
+    entry = next(iter_entries(data, path="t.md"))
+    assert isinstance(entry, ParsedEntry) and decode_entry(entry, MemStore()) == msg
+
+
+def test_text_a_person_adds_is_reported_never_mistaken_for_an_entry() -> None:
+    a = _entry(Message(id="m-1", role="user", content=[{"type": "text", "text": "one"}]))
+    b = _entry(Message(id="m-2", role="user", content=[{"type": "text", "text": "two"}]), seq=2)
+    data = a + b"my own note\n<!-- lcm: person's comment -->\n" + b + b"typed at the end, no newline"
+    items = list(iter_entries(data, path="t.md"))
+    assert [i.id for i in items if isinstance(i, ParsedEntry)] == ["m-1", "m-2"]
+    foreign = [i for i in items if isinstance(i, Foreign)]
+    assert [f.final_newline for f in foreign] == [True, True, False]
+    assert not any(isinstance(i, (TornTail, Damaged)) for i in items)
+
+
+def test_a_damaged_entry_does_not_hide_the_next_one() -> None:
+    a = _entry(Message(id="m-1", role="user", content=[{"type": "text", "text": "one"}]))
+    b = _entry(Message(id="m-2", role="user", content=[{"type": "text", "text": "two"}]), seq=2)
+    broken = a.replace(b'"parts":', b'"parts":!', 1)
+    items = list(iter_entries(broken + b, path="t.md"))
+    assert isinstance(items[0], Damaged) and items[0].line == 1
+    assert [i.id for i in items if isinstance(i, ParsedEntry)] == ["m-2"]
+    lost_id = a.replace(b"\n^m-1\n", b"\n", 1)
+    items = list(iter_entries(lost_id + b, path="t.md"))
+    assert isinstance(items[0], Damaged) and items[0].id == "m-1"
+    assert [i.id for i in items if isinstance(i, ParsedEntry)] == ["m-2"]
+
+
+def test_missing_final_newline_after_an_entry_is_not_an_edit() -> None:
+    msg = Message(id="m-1", role="user", content=[{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
+    data = _entry(msg).rstrip(b"\n")
+    (entry,) = list(iter_entries(data, path="t.md"))
+    assert isinstance(entry, ParsedEntry) and not entry.edited
+    assert decode_entry(entry, MemStore()) == msg

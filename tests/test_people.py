@@ -224,7 +224,6 @@ def test_doctor_names_every_damage_and_fix_cleans(tmp_path: Path) -> None:
     notes = {n["kind"] for n in report["notes"]}
     assert {"torn_log", "temp_file"} <= notes  # crash leftovers: harmless, reported, fixed by --fix
     assert "index_drift" in notes  # derived lag: reported and caught up
-    details = " ".join(p["detail"] for p in report["problems"])
     invalid = [p["detail"] for p in report["problems"] if p["kind"] == "invalid_note"]
     assert invalid and leaves[1].path in invalid[0] and "'level'" in invalid[0], invalid
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from vaultlcm.errors import (
-    DuplicateIdError,
     InputFormatError,
     InvalidNameError,
     NotAVaultError,
@@ -131,12 +130,22 @@ def test_all_or_nothing_on_bad_message(tmp_path: Path) -> None:
         assert not (tmp_path / "conversations/demo").exists()
 
 
-def test_duplicate_ids_refused(tmp_path: Path) -> None:
+def test_a_records_own_id_is_data_and_never_the_vault_id(tmp_path: Path) -> None:
     with Vault.init(tmp_path) as v:
-        v.ingest("demo", [{"id": "m-given-1", "role": "user", "content": "hi"}])
-        with pytest.raises(DuplicateIdError, match="m-given-1"):
-            v.ingest("other", [{"id": "m-given-1", "role": "user", "content": "again"}])
-        assert v.export("demo") == [{"id": "m-given-1", "role": "user", "content": "hi"}]
+        [a] = v.ingest("demo", [{"id": "msg_013vAbc", "role": "user", "content": "hi"}])
+        [b] = v.ingest("other", [{"id": "msg_013vAbc", "role": "user", "content": "again"}])
+        assert a != b and a.startswith("m-") and b.startswith("m-")
+        assert v.export("demo") == [{"id": "msg_013vAbc", "role": "user", "content": "hi"}]
+        assert v.show(a)["id"] == a and v.show(a)["message"]["id"] == "msg_013vAbc"
+
+
+def test_dedupe_stores_a_repeated_list_once(tmp_path: Path) -> None:
+    with Vault.init(tmp_path) as v:
+        first = v.ingest("demo", sample(3), dedupe=True)
+        again = v.ingest("demo", sample(3) + sample(1), dedupe=True)
+        assert again[:3] == first and len(v.messages("demo")) == 4
+        v.ingest("demo", sample(1))  # without dedupe an agent may say the same thing twice
+        assert len(v.messages("demo")) == 5
 
 
 def test_unknown_id(tmp_path: Path) -> None:

@@ -1,26 +1,47 @@
-"""The catalog: a derived SQLite map of where every message lives.
+"""The catalog: a derived SQLite map of where every message lives, and in what order.
 
-It lives in ``.vaultlcm/catalog.sqlite`` and is never the source of truth: each
-log file's size, mtime and the bytes just before the last parsed offset are
-recorded, and :meth:`Catalog.sync_logs` re-reads only what changed (appends are
-parsed from the last offset; anything else re-reads the whole file). Delete the
-file and it is rebuilt from the Markdown on next use.
+It lives in the vault's state folder (``.vaultlcm/catalog.sqlite``) and is never
+the source of truth: each log file's size, mtime and the bytes just before the
+last parsed offset are recorded, and :meth:`Catalog.sync_logs` re-reads only
+what changed (appends are parsed from the last offset; anything else re-reads
+the whole file). Delete it and it is rebuilt from the Markdown on next use; it is
+rebuilt by itself only when SQLite says the file is really damaged, never
+because another process holds it busy.
+
+Order. ``seq`` is a message's position in its conversation. Each entry records
+the position its writer gave it (``wseq``) and the message before it (``prev``);
+as long as entries extend one chain, ``seq`` is simply that position. After a
+git merge of two machines' appends the chain forks; the catalog then orders the
+conversation as a tree walk (:func:`linear_order`): each side's appends stay
+together, sides ordered by time, then by id, and records the repair for
+``doctor``.
+
+Atomic ingest calls. A call written to several daily logs marks its entries
+with a batch (id and size); they are held in ``pending`` until every entry of
+the batch is present, so a call torn by a crash between two files is never
+half visible.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import sqlite3
 import threading
 import uuid
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from .logcodec import ParsedEntry, iter_entries
+from .errors import LockTimeoutError, StorageError
+from .logcodec import Damaged, Foreign, ParsedEntry, TornTail, iter_entries
+from .threads import ThreadRow, lanes, static_lane
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS logs(
@@ -29,10 +50,16 @@ CREATE TABLE IF NOT EXISTS logs(
 CREATE TABLE IF NOT EXISTS messages(
     id TEXT PRIMARY KEY, conv TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, role TEXT NOT NULL,
     tokens INTEGER NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, hash TEXT NOT NULL,
-    covered TEXT);
-CREATE INDEX IF NOT EXISTS messages_conv_seq ON messages(conv, seq, at, id);
-CREATE INDEX IF NOT EXISTS messages_uncovered ON messages(conv, seq, at, id) WHERE covered IS NULL;
-CREATE INDEX IF NOT EXISTS messages_path ON messages(path);
+    covered TEXT, lane INTEGER NOT NULL DEFAULT 0, key TEXT);
+CREATE INDEX IF NOT EXISTS messages_conv_seq ON messages(conv, seq);
+CREATE INDEX IF NOT EXISTS messages_uncovered ON messages(conv, seq) WHERE covered IS NULL AND lane = 0;
+CREATE INDEX IF NOT EXISTS messages_path ON messages(path, start);
+CREATE INDEX IF NOT EXISTS messages_key ON messages(conv, key) WHERE key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS links(id TEXT PRIMARY KEY, conv TEXT NOT NULL, wseq INTEGER NOT NULL, prev TEXT,
+    slane TEXT, thread TEXT);
+CREATE INDEX IF NOT EXISTS links_conv ON links(conv);
+CREATE TABLE IF NOT EXISTS pending(id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL,
+    end INTEGER NOT NULL, batch TEXT NOT NULL, size INTEGER NOT NULL, entry TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS duplicates(id TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS summaries(
     id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
@@ -51,6 +78,10 @@ CREATE TABLE IF NOT EXISTS reindex_queue(id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS failures(conv TEXT NOT NULL, at TEXT NOT NULL, summarizer TEXT NOT NULL, detail TEXT NOT NULL);
 """
 HEAD_BYTES = 256
+#: Problems the log reader records (the DAG records its own kinds).
+LOG_PROBLEMS = ("log_edit", "damaged_entry", "log_text", "no_final_newline", "merge", "pending_batch")
+#: What SQLite says when the file is damaged (the only case the catalog is deleted and rebuilt).
+_CORRUPT = ("file is not a database", "malformed", "file is encrypted", "unsupported file format", "old schema")
 
 
 @dataclass(frozen=True)
@@ -66,22 +97,20 @@ class MessageRow:
     end: int
     hash: str
     covered: str | None = None
+    lane: int = 0
+    key: str | None = None
 
 
 def entry_hash(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-_ENTRY_COLUMNS = "(id, conv, seq, at, role, tokens, path, start, end, hash) VALUES(?,?,?,?,?,?,?,?,?,?)"
-
-
-def _entry_values(conv: str, rel: str, e: ParsedEntry) -> tuple[object, ...]:
-    m = e.meta
-    return (m["id"], conv, int(m["seq"]), m["at"], m["role"], int(m.get("tok", 0)), rel, e.start, e.end, entry_hash(e.raw))
-
-
 def _head_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    return any(marker in str(exc).lower() for marker in _CORRUPT)
 
 
 class Catalog:
@@ -90,40 +119,73 @@ class Catalog:
     def __init__(self, root: Path, db_path: Path) -> None:
         self.root = root
         self.db_path = db_path
-        db_path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
-        self._db = self._connect()
+        self._db = self._open()
+
+    # -- opening -----------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError.from_os(exc, self.db_path.parent, "create the state folder") from None
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as exc:
+            if not _is_corrupt(exc):
+                raise self._busy_or_storage(exc) from None
+        # Damaged or outdated: the Markdown is the truth; start over.
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(self.db_path) + suffix).unlink(missing_ok=True)
+        try:
+            return self._connect()
+        except sqlite3.DatabaseError as exc:
+            raise self._busy_or_storage(exc) from None
 
     def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None, timeout=30)
         try:
-            db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None, timeout=30)
             db.execute("PRAGMA journal_mode=WAL")
             # Derived data: losing the last commits on power loss only costs a re-scan.
             db.execute("PRAGMA synchronous=NORMAL")
-            version = None
+            row = None
             try:
                 row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-                version = row[0] if row else None
-            except sqlite3.DatabaseError:
-                version = None
-            if version not in (None, SCHEMA_VERSION):
-                db.close()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+            if row is not None and row[0] != SCHEMA_VERSION:
                 raise sqlite3.DatabaseError("old schema")
             db.executescript(_SCHEMA)
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)", (SCHEMA_VERSION,))
             db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
-            return db
-        except sqlite3.DatabaseError:
-            # A damaged or outdated catalog is just deleted: the Markdown is the truth.
-            for suffix in ("", "-wal", "-shm"):
-                Path(str(self.db_path) + suffix).unlink(missing_ok=True)
-            db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None, timeout=30)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)", (SCHEMA_VERSION,))
-            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
-            return db
+        except BaseException:
+            db.close()
+            raise
+        self._ino = self._inode()
+        return db
+
+    def _inode(self) -> int | None:
+        try:
+            return os.stat(self.db_path).st_ino
+        except OSError:
+            return None
+
+    def _busy_or_storage(self, exc: sqlite3.DatabaseError) -> Exception:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return LockTimeoutError(f"the catalog {self.db_path} is busy in another process ({text}); retry")
+        return StorageError(f"cannot use the catalog {self.db_path} ({text}); check the disk, or delete the "
+                            "state folder: `vaultlcm reindex` rebuilds it")
+
+    def ensure_current(self) -> bool:
+        """Reopen when the catalog file was deleted or replaced under us (``.vaultlcm/`` removed); True if so."""
+        if self._inode() == self._ino and self._ino is not None:
+            return False
+        with self._lock:
+            self._db.close()
+            self._db = self._open()
+        return True
 
     @property
     def catalog_id(self) -> str:
@@ -138,7 +200,8 @@ class Catalog:
     def reset(self) -> None:
         """Forget everything derived (the next syncs re-read every file)."""
         with self.transaction() as db:
-            for table in ("logs", "messages", "duplicates", "summaries", "coverage", "note_files", "problems", "reindex_queue"):
+            for table in ("logs", "messages", "links", "pending", "duplicates", "summaries", "coverage", "note_files",
+                          "problems", "reindex_queue"):
                 db.execute(f"DELETE FROM {table}")
             db.execute("DELETE FROM meta WHERE key<>'schema'")
             db.execute("INSERT INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
@@ -146,67 +209,134 @@ class Catalog:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise self._busy_or_storage(exc) from None
             try:
                 yield self._db
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                self._db.execute("ROLLBACK")
+                raise self._busy_or_storage(exc) from None
+
+    def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return list(self._db.execute(sql, params))
+            except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc) or "disk" in str(exc) or "readonly" in str(exc):
+                    raise self._busy_or_storage(exc) from None
+                raise
+
+    def get_meta(self, key: str) -> str | None:
+        rows = self.execute("SELECT value FROM meta WHERE key=?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, value))
 
     # -- logs --------------------------------------------------------------------
 
-    def sync_logs(self, conv: str, logs_dir: Path) -> list[str]:
-        """Bring the catalog up to date with ``logs_dir``; returns the ids of new or changed messages."""
-        on_disk: dict[str, Path] = {}
-        if logs_dir.is_dir():
-            for p in logs_dir.iterdir():
-                if p.suffix == ".md" and p.is_file():
-                    on_disk[p.relative_to(self.root).as_posix()] = p
-        read: list[str] = []
+    def sync_logs(self, conv: str, logs_dir: Path, *, quick: bool = False) -> list[str]:
+        """Bring the catalog up to date with ``logs_dir``; returns the ids of new or changed messages.
+
+        ``quick`` trusts files whose folder did not change, except the newest one (the
+        cheap check before an append: other writers append under the same lock and
+        record what they wrote here).
+        """
+        key = f"logs_dir_mtime:{conv}"
+        try:
+            dir_mtime = str(logs_dir.stat().st_mtime_ns)
+        except FileNotFoundError:
+            dir_mtime = "missing"
         with self._lock:
-            known = {
-                row[0]: row
-                for row in self._db.execute(
-                    "SELECT path, size, mtime_ns, parsed, head_hash FROM logs WHERE conv=?", (conv,)
-                )
-            }
-            for rel in set(known) - set(on_disk):
-                with self.transaction() as db:
-                    db.execute("DELETE FROM messages WHERE path=?", (rel,))
-                    db.execute("DELETE FROM logs WHERE path=?", (rel,))
+            known = {row[0]: row for row in self._db.execute(
+                "SELECT path, size, mtime_ns, parsed, head_hash FROM logs WHERE conv=?", (conv,))}
+            if quick and self.get_meta(key) == dir_mtime and known:
+                newest = max(known)
+                on_disk = {newest: self.root / newest}
+            else:
+                on_disk = {}
+                if logs_dir.is_dir():
+                    for p in logs_dir.iterdir():
+                        if p.suffix == ".md" and p.is_file() and not p.is_symlink():
+                            on_disk[p.relative_to(self.root).as_posix()] = p
+                gone = set(known) - set(on_disk)
+                if gone:
+                    with self.transaction() as db:
+                        for rel in gone:
+                            db.execute("DELETE FROM links WHERE id IN (SELECT id FROM messages WHERE path=?)", (rel,))
+                            db.execute("DELETE FROM messages WHERE path=?", (rel,))
+                            db.execute("DELETE FROM pending WHERE path=?", (rel,))
+                            db.execute("DELETE FROM logs WHERE path=?", (rel,))
+                            db.execute("DELETE FROM problems WHERE path=?", (rel,))
+            changed: list[str] = []
+            new_rows = False
             for rel, path in sorted(on_disk.items()):
-                st = path.stat()
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
                 row = known.get(rel)
                 if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns:
                     continue
-                read += self._sync_file(conv, rel, path, row)
-        return read
+                got, fresh = self._sync_file(conv, rel, path, row)
+                changed += got
+                new_rows = new_rows or fresh
+            if new_rows:
+                self._settle(conv)
+            if not quick:
+                self.set_meta(key, dir_mtime)
+        return changed
 
-    def _sync_file(self, conv: str, rel: str, path: Path, row: tuple | None) -> list[str]:
-        data = path.read_bytes()
-        st = path.stat()
+    def _sync_file(self, conv: str, rel: str, path: Path, row: tuple[Any, ...] | None) -> tuple[list[str], bool]:
+        """Parse what changed in one log; returns changed ids and whether rows were added or removed."""
+        try:
+            data = path.read_bytes()
+            st = path.stat()
+        except OSError:
+            return [], False
         start = 0
         if row is not None:
             parsed, head = row[3], row[4]
             if len(data) >= parsed and _head_hash(data[max(0, parsed - HEAD_BYTES) : parsed]) == head:
                 start = parsed
         entries: list[ParsedEntry] = []
+        problems: list[tuple[str, str]] = []
         torn_at: int | None = None
         line = data.count(b"\n", 0, start) + 1
         for item in iter_entries(data[start:], path=rel, base_offset=start, base_line=line):
-            if isinstance(item, int):
-                torn_at = item
-            else:
+            if isinstance(item, ParsedEntry):
                 entries.append(item)
+            elif isinstance(item, TornTail):
+                torn_at = item.start
+            elif isinstance(item, Damaged):
+                problems.append(("damaged_entry", f"{rel}:{item.line}: {item.reason}; the entry is skipped "
+                                 "(restore the log from git)"))
+            elif isinstance(item, Foreign):
+                kind = "log_text" if item.final_newline else "no_final_newline"
+                what = ("text outside any message (kept as written; vaultlcm ignores it)" if item.final_newline
+                        else "the file does not end with a newline (`vaultlcm doctor --fix` adds one)")
+                problems.append((kind, f"{rel}:{item.line}: {what}: {item.text[:60]!r}"))
         parsed = torn_at if torn_at is not None else len(data)
-        old: dict[str, str] = {}
+        changed: list[str] = []
         with self.transaction() as db:
+            old: dict[str, str] = {}
             if start == 0:
                 old = dict(db.execute("SELECT id, hash FROM messages WHERE path=?", (rel,)).fetchall())
+                db.execute("DELETE FROM links WHERE id IN (SELECT id FROM messages WHERE path=?)", (rel,))
                 db.execute("DELETE FROM messages WHERE path=?", (rel,))
+                db.execute("DELETE FROM pending WHERE path=?", (rel,))
                 db.execute("DELETE FROM duplicates WHERE path=?", (rel,))
-            changed: list[str] = []
+                db.execute(f"DELETE FROM problems WHERE path=? AND kind IN ({','.join('?' * 5)})",
+                           (rel, "damaged_entry", "log_text", "no_final_newline", "pending_batch", "log_edit"))
+            for kind, detail in problems:
+                db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)", (rel, conv, kind, detail))
             for e in entries:
                 h = entry_hash(e.raw)
                 if old.get(e.id) != h:
@@ -215,113 +345,232 @@ class Catalog:
                     db.execute("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", (e.id,))
                     # Logs are append-only: a changed entry means a person edited the raw log.
                     detail = f"{rel}:{e.line}: message {e.id} was edited in the raw log (logs are append-only)"
-                    if not db.execute("SELECT 1 FROM problems WHERE detail=?", (detail,)).fetchone():
-                        db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)", (rel, conv, "log_edit", detail))
-            for e in entries:
-                m = e.meta
-                cur = db.execute(f"INSERT OR IGNORE INTO messages{_ENTRY_COLUMNS}", _entry_values(conv, rel, e))
-                if cur.rowcount == 0:
-                    existing = db.execute("SELECT path, start FROM messages WHERE id=?", (m["id"],)).fetchone()
-                    if existing != (rel, e.start):
-                        db.execute("INSERT INTO duplicates(id, path, start) VALUES(?,?,?)", (m["id"], rel, e.start))
-            # Re-read rows lose their derived coverage; restore it from the coverage table.
-            db.execute(
-                "UPDATE messages SET covered=(SELECT summary_id FROM coverage c WHERE c.msg_id=messages.id) WHERE path=?",
-                (rel,),
-            )
+                    db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)",
+                               (rel, conv, "log_edit", detail))
+            self._insert(db, conv, rel, entries, known_ids=set(old))
             db.execute(
                 "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,?)",
-                (rel, conv, st.st_size, st.st_mtime_ns, parsed, _head_hash(data[max(0, parsed - HEAD_BYTES) : parsed]), int(torn_at is not None)),
+                (rel, conv, st.st_size, st.st_mtime_ns, parsed, _head_hash(data[max(0, parsed - HEAD_BYTES) : parsed]),
+                 int(torn_at is not None)),
             )
-        return changed
+        return changed, bool(entries) or bool(old)
 
-    def record_append(self, conv: str, rel: str, path: Path, entries: Iterable[ParsedEntry]) -> None:
+    def _insert(self, db: sqlite3.Connection, conv: str, rel: str, entries: list[ParsedEntry], *,
+                known_ids: set[str] = frozenset(), seqs: dict[str, int] | None = None) -> None:  # type: ignore[assignment]
+        """Insert entries as messages (or as pending, for an incomplete batch)."""
+        for e in entries:
+            m = e.meta
+            batch = m.get("batch")
+            if isinstance(batch, list) and len(batch) == 2 and seqs is None:
+                db.execute("INSERT OR REPLACE INTO pending(id, conv, path, start, end, batch, size, entry) "
+                           "VALUES(?,?,?,?,?,?,?,?)",
+                           (m["id"], conv, rel, e.start, e.end, str(batch[0]), int(batch[1]),
+                            json.dumps({"meta": {k: m.get(k) for k in ("id", "seq", "prev", "role", "at", "tok", "key",
+                                                                       "lane", "thread")},
+                                        "hash": entry_hash(e.raw)})))
+                continue
+            # Rows this process appended are indexed by position (IndexKeeper.follow); rows
+            # found in files may sit anywhere in the order, so they are queued by id.
+            self._insert_row(db, conv, rel, e.start, e.end, entry_hash(e.raw), m,
+                             seq=(seqs or {}).get(m["id"]), known=seqs is not None or m["id"] in known_ids)
+        if seqs is None:
+            self._release_batches(db, conv)
+
+    def _insert_row(self, db: sqlite3.Connection, conv: str, rel: str, start: int, end: int, h: str,
+                    m: dict[str, Any], *, seq: int | None, known: bool) -> None:
+        wseq = int(m.get("seq") or 0)
+        cur = db.execute(
+            "INSERT OR IGNORE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash, lane, key) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+            (m["id"], conv, wseq if seq is None else seq, m["at"], m["role"], int(m.get("tok") or 0), rel, start, end,
+             h, static_lane(m.get("lane")), m.get("key")),
+        )
+        if cur.rowcount == 0:
+            existing = db.execute("SELECT path, start FROM messages WHERE id=?", (m["id"],)).fetchone()
+            if existing != (rel, start):
+                db.execute("INSERT INTO duplicates(id, path, start) VALUES(?,?,?)", (m["id"], rel, start))
+            return
+        thread = m.get("thread")
+        db.execute("INSERT OR REPLACE INTO links(id, conv, wseq, prev, slane, thread) VALUES(?,?,?,?,?,?)",
+                   (m["id"], conv, wseq, m.get("prev"), m.get("lane"),
+                    json.dumps(thread, sort_keys=True) if thread else None))
+        db.execute("UPDATE messages SET covered=(SELECT summary_id FROM coverage WHERE msg_id=?) WHERE id=?",
+                   (m["id"], m["id"]))
+        if not known:
+            db.execute("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", (m["id"],))
+
+    def _release_batches(self, db: sqlite3.Connection, conv: str) -> None:
+        """Move batches whose every entry is now present from ``pending`` into ``messages``."""
+        for batch, size in db.execute(
+                "SELECT batch, size FROM pending WHERE conv=? GROUP BY batch HAVING COUNT(*) >= size", (conv,)).fetchall():
+            rows = db.execute("SELECT path, start, end, entry FROM pending WHERE batch=?", (batch,)).fetchall()
+            for rel, start, end, entry in rows:
+                info = json.loads(entry)
+                self._insert_row(db, conv, rel, start, end, info["hash"], info["meta"], seq=None, known=False)
+            db.execute("DELETE FROM pending WHERE batch=?", (batch,))
+
+    def record_append(self, conv: str, writes: list[tuple[str, Path, list[ParsedEntry]]], seqs: dict[str, int]) -> None:
         """Record entries this process just appended (skips re-reading its own write)."""
-        st = path.stat()
-        with path.open("rb") as fh:
-            fh.seek(max(0, st.st_size - HEAD_BYTES))
-            head = fh.read()
         with self.transaction() as db:
-            db.executemany(f"INSERT OR REPLACE INTO messages{_ENTRY_COLUMNS}", [_entry_values(conv, rel, e) for e in entries])
-            db.execute(
-                "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,0)",
-                (rel, conv, st.st_size, st.st_mtime_ns, st.st_size, _head_hash(head)),
-            )
+            for rel, path, entries in writes:
+                st = path.stat()
+                with path.open("rb") as fh:
+                    fh.seek(max(0, st.st_size - HEAD_BYTES))
+                    head = fh.read()
+                self._insert(db, conv, rel, entries, seqs=seqs)
+                db.execute(
+                    "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,0)",
+                    (rel, conv, st.st_size, st.st_mtime_ns, st.st_size, _head_hash(head)),
+                )
+            if writes:
+                try:
+                    dir_mtime = str(writes[0][1].parent.stat().st_mtime_ns)
+                    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"logs_dir_mtime:{conv}", dir_mtime))
+                except OSError:
+                    pass
+        if any(e.meta.get("thread") for _, _, entries in writes for e in entries):
+            self.update_lanes(conv)
+
+    # -- order -------------------------------------------------------------------
+
+    def _settle(self, conv: str) -> None:
+        """After rows arrived from files: restore the conversation order and the lanes."""
+        rows = self.execute("SELECT m.id, m.seq, m.at, l.wseq, l.prev FROM messages m JOIN links l ON l.id = m.id "
+                            "WHERE m.conv=?", (conv,))
+        order = linear_order([(i, w, p, at) for i, _s, at, w, p in rows])
+        current = {i: s for i, s, *_ in rows}
+        moved = [(pos, i) for pos, i in enumerate(order, start=1) if current.get(i) != pos]
+        if moved:
+            forked = len({w for _i, _s, _at, w, _p in rows}) < len(rows)
+            with self.transaction() as db:
+                db.executemany("UPDATE messages SET seq=? WHERE id=?", moved)
+                db.executemany("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", [(i,) for _, i in moved])
+                if forked:
+                    detail = (f"conversation {conv!r}: appends made on two machines were merged; the order was "
+                              "restored with each side's turns kept together (by time, then by id)")
+                    if not db.execute("SELECT 1 FROM problems WHERE conv=? AND kind='merge'", (conv,)).fetchone():
+                        db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES('', ?, 'merge', ?)",
+                                   (conv, detail))
+        self.update_lanes(conv)
+
+    def update_lanes(self, conv: str) -> None:
+        """Recompute which messages are on the main thread (branches, subagents, non-chat lines)."""
+        rows = self.execute("SELECT m.id, m.seq, m.lane, l.slane, l.thread FROM messages m JOIN links l "
+                            "ON l.id = m.id WHERE m.conv=? AND (l.thread IS NOT NULL OR l.slane IS NOT NULL)", (conv,))
+        if not rows:
+            return
+        computed = lanes(ThreadRow(i, s, sl, json.loads(t) if t else None) for i, s, _lane, sl, t in rows)
+        changes = [(computed[i], i) for i, _s, lane, _sl, _t in rows if computed[i] != lane]
+        if changes:
+            with self.transaction() as db:
+                db.executemany("UPDATE messages SET lane=? WHERE id=?", changes)
+
+    # -- repair under the write lock ---------------------------------------------
 
     def torn_logs(self, conv: str | None = None) -> list[tuple[str, int]]:
-        with self._lock:
-            sql = "SELECT path, parsed FROM logs WHERE torn=1" + (" AND conv=?" if conv else "")
-            return list(self._db.execute(sql, (conv,) if conv else ()))
+        sql = "SELECT path, parsed FROM logs WHERE torn=1" + (" AND conv=?" if conv else "")
+        return [(str(p), int(n)) for p, n in self.execute(sql, (conv,) if conv else ())]
+
+    def stranded_batches(self, conv: str) -> list[tuple[str, int, int]]:
+        """Pending entries of incomplete batches: ``(path, start, end)``, for the writer to cut off."""
+        return [(str(p), int(s), int(e)) for p, s, e in
+                self.execute("SELECT path, start, end FROM pending WHERE conv=? ORDER BY path, start", (conv,))]
 
     # -- queries -----------------------------------------------------------------
 
+    def last(self, conv: str) -> tuple[int, str | None]:
+        """``(seq, id)`` of the newest message of ``conv`` (``(0, None)`` when empty)."""
+        row = self.execute("SELECT seq, id FROM messages WHERE conv=? ORDER BY seq DESC LIMIT 1", (conv,))
+        return (int(row[0][0]), str(row[0][1])) if row else (0, None)
+
     def last_seq(self, conv: str) -> int:
-        with self._lock:
-            row = self._db.execute("SELECT MAX(seq) FROM messages WHERE conv=?", (conv,)).fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
+        return self.last(conv)[0]
 
     def get(self, msg_id: str) -> MessageRow | None:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM messages WHERE id=?", (msg_id,)).fetchone()
-        return MessageRow(*row) if row else None
+        rows = self.execute("SELECT * FROM messages WHERE id=?", (msg_id,))
+        return MessageRow(*rows[0]) if rows else None
 
     def has_ids(self, ids: Iterable[str]) -> set[str]:
-        ids = list(ids)
-        found: set[str] = set()
-        with self._lock:
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                q = f"SELECT id FROM messages WHERE id IN ({','.join('?' * len(chunk))})"
-                found.update(r[0] for r in self._db.execute(q, chunk))
+        return set(self._in("SELECT id FROM messages WHERE id IN ({})", list(ids), lambda r: r[0]))
+
+    def existing_keys(self, conv: str, keys: Iterable[str]) -> set[str]:
+        """Which of ``keys`` are already stored in ``conv`` (or waiting in an incomplete batch)."""
+        keys = [k for k in keys if k]
+        found = set(self._in("SELECT key FROM messages WHERE conv=? AND key IN ({})", keys, lambda r: r[0], (conv,)))
         return found
 
-    def count(self, conv: str) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,)).fetchone()[0])
+    def _in(self, sql: str, values: list[Any], pick: Any, head: tuple[Any, ...] = ()) -> list[Any]:
+        out: list[Any] = []
+        for i in range(0, len(values), 500):
+            chunk = values[i : i + 500]
+            out.extend(pick(r) for r in self.execute(sql.format(",".join("?" * len(chunk))), (*head, *chunk)))
+        return out
 
-    def rows(self, conv: str) -> list[MessageRow]:
-        """All messages of ``conv`` in conversation order (seq, then time, then id)."""
-        with self._lock:
-            return [
-                MessageRow(*r)
-                for r in self._db.execute("SELECT * FROM messages WHERE conv=? ORDER BY seq, at, id", (conv,))
-            ]
+    def count(self, conv: str) -> int:
+        return int(self.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,))[0][0])
+
+    def rows(self, conv: str, *, after: int = 0) -> list[MessageRow]:
+        """Messages of ``conv`` in conversation order (optionally only those past position ``after``)."""
+        return [MessageRow(*r) for r in
+                self.execute("SELECT * FROM messages WHERE conv=? AND seq>? ORDER BY seq, id", (conv, after))]
+
+    def rows_in_path(self, rel: str) -> list[MessageRow]:
+        """Messages stored in one log file, in file order."""
+        return [MessageRow(*r) for r in self.execute("SELECT * FROM messages WHERE path=? ORDER BY start", (rel,))]
 
     def stats(self) -> list[tuple[str, int, int, int, str | None, str | None]]:
         """Per conversation: name, messages, tokens, days, first and last time."""
-        with self._lock:
-            return list(
-                self._db.execute(
-                    "SELECT conv, COUNT(*), COALESCE(SUM(tokens),0), COUNT(DISTINCT path), MIN(at), MAX(at) "
-                    "FROM messages GROUP BY conv ORDER BY conv"
-                )
-            )
+        return [tuple(r) for r in self.execute(  # type: ignore[misc]
+            "SELECT conv, COUNT(*), COALESCE(SUM(tokens),0), COUNT(DISTINCT path), MIN(at), MAX(at) "
+            "FROM messages GROUP BY conv ORDER BY conv")]
 
     def uncovered_rows(self, conv: str) -> list[MessageRow]:
-        """Messages no summary covers, in order (served by a partial index: cost follows the active context)."""
-        with self._lock:
-            return [
-                MessageRow(*r)
-                for r in self._db.execute(
-                    "SELECT * FROM messages INDEXED BY messages_uncovered WHERE conv=? AND covered IS NULL "
-                    "ORDER BY seq, at, id",
-                    (conv,),
-                )
-            ]
+        """Main-thread messages no summary covers, in order (a partial index: cost follows the active context)."""
+        return [MessageRow(*r) for r in self.execute(
+            "SELECT * FROM messages INDEXED BY messages_uncovered WHERE conv=? AND covered IS NULL AND lane=0 "
+            "ORDER BY seq", (conv,))]
 
     def rows_by_ids(self, ids: list[str]) -> dict[str, MessageRow]:
-        out: dict[str, MessageRow] = {}
-        with self._lock:
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                q = f"SELECT * FROM messages WHERE id IN ({','.join('?' * len(chunk))})"
-                out.update((r[0], MessageRow(*r)) for r in self._db.execute(q, chunk))
-        return out
-
-    def execute(self, sql: str, params: tuple = ()) -> list[tuple]:
-        with self._lock:
-            return list(self._db.execute(sql, params))
+        rows = self._in("SELECT * FROM messages WHERE id IN ({})", ids, lambda r: MessageRow(*r))
+        return {r.id: r for r in rows}
 
     def duplicates(self) -> list[tuple[str, str, int]]:
-        with self._lock:
-            return list(self._db.execute("SELECT id, path, start FROM duplicates"))
+        return [tuple(r) for r in self.execute("SELECT id, path, start FROM duplicates")]  # type: ignore[misc]
+
+
+def linear_order(rows: list[tuple[str, int, str | None, str]]) -> list[str]:
+    """Conversation order of ``(id, wseq, prev, at)`` rows: a walk of the tree ``prev`` links make.
+
+    A chain (the usual case) comes back in its own order. Where the chain forks
+    (two machines appended after the same message and git merged both), each
+    branch is walked whole before the next, branches ordered by the time of their
+    first message, then by id. Rows without ``prev`` (written by older versions)
+    are chained in ``(wseq, at, id)`` order.
+    """
+    ids = {r[0] for r in rows}
+    ordered = sorted(rows, key=lambda r: (r[1], r[3], r[0]))
+    parent: dict[str, str | None] = {}
+    last_legacy: str | None = None
+    for rid, _w, prev, _at in ordered:
+        if prev is None and last_legacy is not None and _w > 1:
+            parent[rid] = last_legacy
+        else:
+            parent[rid] = prev if prev in ids else None
+        if prev is None:
+            last_legacy = rid
+    children: dict[str | None, list[tuple[str, str]]] = defaultdict(list)
+    for rid, _w, _p, at in ordered:
+        children[parent[rid]].append((at, rid))
+    out: list[str] = []
+    stack = [rid for _at, rid in sorted(children[None], reverse=True)]
+    seen: set[str] = set()
+    while stack:
+        rid = stack.pop()
+        if rid in seen:
+            continue
+        seen.add(rid)
+        out.append(rid)
+        stack.extend(cid for _at, cid in sorted(children.get(rid, []), reverse=True))
+    # A cycle of prev links (hand edits) leaves rows unreachable: keep them, in write order.
+    out.extend(r[0] for r in ordered if r[0] not in seen)
+    return out

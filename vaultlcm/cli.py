@@ -103,16 +103,28 @@ FORMAT_CHOICE = click.Choice(["auto", "native", "openai", "anthropic", "claude-c
 @click.argument("file", required=False, default="-", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("-c", "--conversation", required=True, help="Conversation to append to (created if new).")
 @click.option("--format", "fmt", type=FORMAT_CHOICE, default="auto", show_default=True, help="Input format.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"ids": [...]} instead of a summary line.')
+@click.option("--skip-bad-lines", is_flag=True, help="Report and skip lines that are not valid JSON (a torn last line).")
+@click.option("--keep-bad-timestamps", is_flag=True,
+              help="Keep unreadable timestamps as data and place those records by their neighbours.")
+@click.option("--allow-duplicates", is_flag=True, help="Store records again even if this conversation has them.")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"ids": [...], "new": N, "already_stored": N, ...} instead of a summary line.')
 @pass_ctx
 @handle_errors
-def ingest(obj: Context, file: str, conversation: str, fmt: str, as_json: bool) -> None:
-    """Append a transcript FILE (JSON array or JSON Lines; - for stdin) to a conversation."""
-    ids = obj.vault().ingest_file(conversation, file, format=fmt)
+def ingest(obj: Context, file: str, conversation: str, fmt: str, skip_bad_lines: bool, keep_bad_timestamps: bool,
+           allow_duplicates: bool, as_json: bool) -> None:
+    """Append a transcript FILE (JSON Lines, a JSON array or a JSON object with messages; - for stdin).
+
+    Re-importing a file, or a longer version of it, stores each record once.
+    """
+    report = obj.vault().ingest_file(conversation, file, format=fmt, skip_bad_lines=skip_bad_lines,
+                                     keep_bad_timestamps=keep_bad_timestamps, allow_duplicates=allow_duplicates)
     if as_json:
-        _echo_json({"ids": ids})
+        _echo_json(report.to_dict())
     else:
-        click.echo(f"Ingested {len(ids)} message(s) into {conversation}")
+        click.echo(f"Ingested {report.describe()}")
+    for line, reason in report.skipped_lines:
+        click.echo(f"skipped line {line}: {reason}", err=True)
 
 
 @cli.command()
@@ -140,11 +152,8 @@ def show(obj: Context, item_id: str, as_json: bool) -> None:
         _echo_json(item)
         return
     if item["kind"] == "message":
-        msg = item["message"]
-        click.echo(f"{msg['id']} · {msg['role']} · {msg.get('timestamp', '')} · {item['conversation']}")
-        from .messages import message_from_native
-
-        m = message_from_native(msg)
+        click.echo(f"{item['id']} · {item['role']} · {item['at']} · {item['conversation']}")
+        m = obj.vault().get_message(item["id"])
         text = m.searchable_text() if not m.text else m.text
         click.echo(text)
     else:

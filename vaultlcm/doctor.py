@@ -80,6 +80,10 @@ def examine(vault: "Vault", *, check_index: bool = True) -> DoctorReport:
         vault._fully_synced.discard(conv)
         vault.sync(conv)
     for path, _conv, kind, detail in vault.catalog.execute("SELECT path, conv, kind, detail FROM problems ORDER BY path"):
+        if kind in ("merge", "log_text", "no_final_newline"):
+            # Handled already (a merge put back in order) or harmless (a person's own text in a log).
+            report.notes.append(Finding(kind, detail, path or None, fixable=kind == "no_final_newline"))
+            continue
         label = {"invalid": "invalid_note", "dag": "broken_link", "log_edit": "log_edit"}.get(kind, kind)
         if "cycle" in detail or "not below" in detail:
             label = "cycle"
@@ -157,8 +161,11 @@ def fix(vault: "Vault") -> list[str]:
     done: list[str] = []
     layout = vault.layout
     for rel, parsed in vault.catalog.torn_logs():
-        truncate(layout.root / rel, parsed)
+        truncate(layout.inside(layout.root / rel), parsed)
         done.append(f"truncated the torn tail of {rel}")
+    for (rel,) in vault.catalog.execute("SELECT DISTINCT path FROM problems WHERE kind='no_final_newline'"):
+        if vault.log.fix_final_newline(rel):
+            done.append(f"added the missing final newline of {rel}")
     temps, dead_locks = _leftovers(vault)
     for path in [*temps, *dead_locks]:
         path.unlink(missing_ok=True)

@@ -126,13 +126,17 @@ class Engine:
             "token_budget": self.effective_budget(),
         }
 
-    def ingest(self, message: Message | Mapping[str, Any]) -> str:
-        """Store one message durably; returns its id."""
-        return self.ingest_batch([message])[0]
+    def ingest(self, message: Message | Mapping[str, Any], *, format: str = "native") -> str:
+        """Store one message durably; returns its id.
 
-    def ingest_batch(self, messages: Iterable[Message | Mapping[str, Any]]) -> list[str]:
+        ``format`` ``"anthropic"`` or ``"openai"`` takes a provider's message as it is
+        (a model's reply, say); the default is a native record.
+        """
+        return self.ingest_batch([message], format=format)[0]
+
+    def ingest_batch(self, messages: Iterable[Message | Mapping[str, Any]], *, format: str = "native") -> list[str]:
         """Store messages durably, all or nothing; returns their ids in order."""
-        return self.vault.ingest(self.conversation, list(messages))
+        return self.vault.ingest(self.conversation, list(messages), format=format)
 
     def active_tokens(self) -> int:
         return sum(item_tokens(i) for i in self.vault.dag.active(self.conversation))

@@ -79,10 +79,6 @@ class NotFoundError(VaultLCMError):
     """No message, summary, file or conversation has the given id or name."""
 
 
-class DuplicateIdError(VaultLCMError):
-    """A message id supplied by the caller already exists in the vault."""
-
-
 class LockTimeoutError(VaultLCMError):
     """Another process held a conversation's lock for too long."""
 
@@ -97,6 +93,32 @@ class SummarizerError(VaultLCMError):
 
 class ProviderConfigError(SummarizerError):
     """A provider is selected but cannot be used as configured (missing key, missing SDK)."""
+
+
+class OutsideVaultError(VaultLCMError):
+    """A path inside the vault is a symlink or resolves outside the vault root; vaultlcm never follows it."""
+
+
+class StorageError(VaultLCMError):
+    """The disk refused a read or write: full, read-only, permissions, a file in the way."""
+
+    @classmethod
+    def from_os(cls, exc: OSError, path: Path | str, doing: str) -> "StorageError":
+        import errno
+
+        hints = {
+            errno.ENOSPC: "the disk is full; free some space and retry (nothing was half-written)",
+            errno.EDQUOT: "the disk quota is exhausted; free some space and retry",
+            errno.EROFS: "the file system is read-only; reading commands still work, writing needs a writable vault",
+            errno.EACCES: "permission denied; check the owner and mode of the vault's files",
+            errno.EPERM: "operation not permitted; check the owner and mode of the vault's files",
+            errno.ENAMETOOLONG: "a file name is too long for this file system; use a shorter conversation name",
+            errno.ELOOP: "the path is a symlink; vaultlcm never follows symlinks inside a vault",
+            errno.ENOTDIR: "a file stands where a folder should be",
+            errno.EISDIR: "a folder stands where a file should be",
+        }
+        why = hints.get(exc.errno or 0, exc.strerror or str(exc))
+        return cls(f"cannot {doing} {path}: {why}")
 
 
 class IndexError_(VaultLCMError):

@@ -38,16 +38,17 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True) -> bool:
     """
     if skip_if_same:
         try:
-            if path.stat().st_size == len(data) and path.read_bytes() == data:
+            if path.lstat().st_size == len(data) and read_file(path) == data:
                 return False
-        except FileNotFoundError:
+        except OSError:
             pass
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
     try:
         # mkstemp makes 0600 files; a note should read like any other file (or keep its mode).
         try:
-            mode = path.stat().st_mode & 0o777
+            st = path.lstat()
+            mode = st.st_mode & 0o777 if not os.path.islink(path) else 0o644
         except FileNotFoundError:
             mode = 0o644
         os.fchmod(fd, mode)
@@ -66,24 +67,65 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True) -> bool:
     return True
 
 
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
 def durable_append(path: Path, data: bytes) -> int:
-    """Append ``data`` to ``path`` in one write and fsync it; returns the offset it started at."""
+    """Append ``data`` to ``path`` in one write and fsync it; returns the offset it started at.
+
+    All or nothing: when the write or the sync fails (a full disk), the bytes
+    already written are cut off again before the error is raised. The final
+    component is never followed if it is a symlink (``O_NOFOLLOW``).
+    """
     created = not path.exists()
     if created:
         path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o644)
     try:
         start = os.lseek(fd, 0, os.SEEK_END)
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fdatasync(fd) if hasattr(os, "fdatasync") else os.fsync(fd)
+        except BaseException:
+            try:
+                os.ftruncate(fd, start)
+                os.fsync(fd)
+            except OSError:
+                pass
+            raise
     finally:
         os.close(fd)
     if created:
         fsync_dir(path.parent)
     return start
+
+
+def read_span(path: Path, start: int, end: int) -> bytes:
+    """Bytes ``start:end`` of ``path``, never through a symlink."""
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+    try:
+        return os.pread(fd, end - start, start)
+    finally:
+        os.close(fd)
+
+
+def read_file(path: Path) -> bytes:
+    """A whole regular file, never through a symlink (a FIFO or device is refused, never blocked on)."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IsADirectoryError(f"{path} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def truncate(path: Path, size: int) -> None:

@@ -16,10 +16,13 @@ vault/
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import NotAVaultError
+from .errors import NotAVaultError, OutsideVaultError
 from .fsutil import atomic_write
 from .names import validate_conversation_name
 
@@ -49,9 +52,14 @@ conversations/*/files/** -text -diff
 
 @dataclass(frozen=True)
 class VaultLayout:
-    """Paths of one vault rooted at ``root``."""
+    """Paths of one vault rooted at ``root``.
+
+    ``state`` overrides where derived state lives (a cache folder outside a
+    read-only vault); by default it is ``.vaultlcm/`` inside the vault.
+    """
 
     root: Path
+    state: Path | None = None
 
     @property
     def settings_path(self) -> Path:
@@ -59,7 +67,7 @@ class VaultLayout:
 
     @property
     def state_dir(self) -> Path:
-        return self.root / STATE_DIR
+        return self.state or self.root / STATE_DIR
 
     @property
     def catalog_path(self) -> Path:
@@ -105,6 +113,42 @@ class VaultLayout:
     def lock_path(self, conv: str) -> Path:
         return self.locks_dir / f"{conv}.lock"
 
+    def inside(self, path: Path) -> Path:
+        """``path`` itself, after checking that it stays inside the vault through real folders.
+
+        Every existing component below the root must be a real file or folder:
+        a symlink (git stores them, so a cloned vault can carry one) is refused
+        with :class:`OutsideVaultError`, whatever it points to. Components that do
+        not exist yet are fine (they will be created as real folders).
+        """
+        try:
+            rel = path.relative_to(self.root)
+        except ValueError:
+            raise OutsideVaultError(f"{path} is outside the vault {self.root}; vaultlcm only reads and writes inside it") from None
+        current = self.root
+        for part in rel.parts:
+            if part in ("..", "."):
+                raise OutsideVaultError(f"{path}: '..' is not allowed in a vault path")
+            current = current / part
+            try:
+                mode = os.lstat(current).st_mode
+            except FileNotFoundError:
+                break
+            except NotADirectoryError:
+                break
+            if stat.S_ISLNK(mode):
+                raise OutsideVaultError(
+                    f"{self.relative_raw(current)} is a symlink; vaultlcm never reads or writes through symlinks "
+                    "inside a vault (they may lead outside it). Replace it with a real file or folder, or remove it"
+                )
+        return path
+
+    def relative_raw(self, path: Path) -> str:
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
     def relative(self, path: Path) -> str:
         """Vault-relative POSIX path (how paths are written in the catalog and docs)."""
         return path.relative_to(self.root).as_posix()
@@ -113,7 +157,10 @@ class VaultLayout:
         """Names of the conversations present on disk, sorted."""
         if not self.conversations_dir.is_dir():
             return []
-        return sorted(p.name for p in self.conversations_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+        return sorted(
+            p.name for p in self.conversations_dir.iterdir()
+            if not p.name.startswith(".") and not p.is_symlink() and p.is_dir()
+        )
 
     def is_vault(self) -> bool:
         return self.settings_path.is_file()
@@ -122,6 +169,36 @@ class VaultLayout:
         if not self.is_vault():
             raise NotAVaultError(self.root)
         return self
+
+
+def choose_state_dir(root: Path, environ: "Mapping[str, str]") -> tuple[Path | None, str | None]:
+    """Where derived state goes: ``(None, None)`` for the vault's own ``.vaultlcm/``.
+
+    When that folder cannot be created or written (a read-only vault: a read-only
+    mount, another user's files), derived state goes to a cache folder outside
+    the vault, keyed by the vault's path, and the reason is returned: reading
+    commands then work as usual and writing commands fail with one line.
+    """
+    import errno
+    import hashlib
+
+    state = root / STATE_DIR
+    try:
+        if state.is_symlink():
+            raise OutsideVaultError(f"{STATE_DIR} is a symlink; vaultlcm keeps derived state inside the vault. Remove it")
+        state.mkdir(exist_ok=True)
+        probe = state / f".probe-{os.getpid()}"
+        fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(probe)
+        if not os.access(root, os.W_OK):
+            raise PermissionError(errno.EACCES, "vault folder not writable")
+        return None, None
+    except OSError as exc:
+        reason = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+                  errno.EPERM: "operation not permitted"}.get(exc.errno or 0, exc.strerror or str(exc))
+    base = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vaultlcm"
+    return base / hashlib.sha256(str(root).encode()).hexdigest()[:16], reason
 
 
 def init_vault(root: Path, settings_text: str) -> list[str]:

@@ -3,7 +3,7 @@
 An entry is a hidden metadata line, an Obsidian callout that shows the message,
 and a block id::
 
-    <!-- lcm:{"id":"m-…","seq":3,"role":"assistant",…,"parts":[…],"skel":{…}} -->
+    <!-- lcm:{"id":"m-…","seq":3,"prev":"m-…","role":"assistant",…,"parts":[…],"skel":{…}} -->
     > [!assistant] **assistant** · 2026-11-29 10:00:05
     > Let me read the config first.
     >
@@ -15,66 +15,79 @@ and a block id::
     ^m-3f2a9c1b0d4e5f60
 
 The readable strings of the message (text, thinking, tool arguments, tool
-results) are *lifted* out of the message into the callout; everything else stays
-in ``skel``, the message with those strings replaced by ``null``. ``parts`` says,
-for each lifted string, where it goes back (a JSON path into ``skel``), how it is
-encoded, and how many callout lines it takes, so reading never has to guess
-where a part ends: content can hold anything (fences, ``---``, callout markers,
-lines like block ids) without being mistaken for structure. Every callout line
-starts with ``>``; structure lines never do.
+results, edits) are *lifted* out of the message into the callout; everything
+else stays in ``skel``, the message with those strings replaced by ``null``.
+``parts`` says, for each lifted string, where it goes back (a JSON path into
+``skel``), how it is encoded (see :mod:`vaultlcm.logparts`) and how many
+callout lines it takes, so reading never has to guess where a part ends:
+content can hold anything without being mistaken for structure. Every callout
+line starts with ``>``; structure lines never do. Metadata values too large to
+keep in the hidden line (Claude Code's ``toolUseResult`` copies whole files)
+are stored in ``files/`` and named in ``xf``.
 
-Part kinds: ``md`` (lines as they are), ``code`` (lines inside a fence longer
-than any backtick run, used when a line would look like an Obsidian block id),
-``crlf`` (``md`` with CRLF line ends), ``esc`` (a JSON string literal in a fence,
-for text holding control characters), ``quote`` (a nested callout, used for
-thinking), ``json`` (a JSON value, pretty-printed in a fence), ``file`` (an
-externalized payload: ``f`` names the file, ``e`` says ``text``, ``json`` or
-``base64``), ``hdr`` (display only; nothing to read back).
+Reading never raises on a damaged file: :func:`iter_entries` reports torn
+tails, damaged entries and text a person added, and goes on with the rest.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import copy
 import json
-import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from .errors import CorruptVaultError
-from .messages import Message, format_timestamp
+from .logparts import (
+    PayloadStore,
+    decode_part,
+    diff_body,
+    display,
+    edit_pairs,
+    fence,
+    is_base64_payload,
+    json_text,
+    strip_ansi,
+    strip_quote,
+    text_body,
+    text_kind,
+)
+from .messages import LINE_TEXT_KEYS, Message, format_timestamp
 
 META_PREFIX = b"<!-- lcm:"
 META_SUFFIX = b" -->"
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]")
-_BLOCK_ID_LIKE = re.compile(r"(^|\s)\^[A-Za-z0-9-]+\s*$", re.MULTILINE)
-_BACKTICKS = re.compile(r"`+")
-_BASE64ISH = re.compile(r"^[A-Za-z0-9+/=\r\n]+$")
-_DISPLAY_UNSAFE = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029`]")
-MIN_BASE64_CHARS = 4096
-
+#: How every entry this writer produces begins; a torn write at the end of a file starts so.
+ENTRY_START = b'<!-- lcm:{"id":"'
+#: Extra fields of a record larger than this (as JSON) go to ``files/``, not the hidden line.
+METADATA_INLINE_BYTES = 2048
 CALLOUT_TYPES = {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool"}
-
-
-class PayloadStore(Protocol):
-    """Where externalized payloads go (``files/`` of the conversation)."""
-
-    def put(self, data: bytes, ext: str) -> str: ...
-    def get(self, name: str) -> bytes: ...
+IMAGE_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 
 
 @dataclass(frozen=True)
 class StoredMessage:
-    """A message as the vault holds it: the message plus its place in the conversation."""
+    """A message as the vault holds it: the message plus its place in the conversation.
+
+    ``prev`` is the id of the message before it when it was written (how the order
+    of two machines' appends is restored after a git merge); ``key`` identifies the
+    source record for idempotent re-imports; ``batch`` marks an ingest call written
+    to several daily logs (``[call id, message count]``): its messages count only
+    when all are present. ``lane`` is ``side`` (a subagent's line) or ``line`` (a
+    transcript line that is no chat message); ``thread`` carries the record's own
+    tree links (``uuid``/``parentUuid``) for branch detection.
+    """
 
     message: Message
     conversation: str
     seq: int
     at: datetime
     tokens: int
+    prev: str | None = None
+    key: str | None = None
+    batch: tuple[str, int] | None = None
+    lane: str | None = None
+    thread: dict[str, Any] | None = None
 
     @property
     def id(self) -> str:
@@ -95,29 +108,46 @@ class ParsedEntry:
     end: int
     line: int
     raw: bytes
+    nbody: int = 0
+    edited: bool = False
 
     @property
     def id(self) -> str:
         return str(self.meta["id"])
 
 
+@dataclass(frozen=True)
+class TornTail:
+    """An incomplete entry at the very end of a file: a write torn by a crash, never acknowledged."""
+
+    start: int
+    line: int
+
+
+@dataclass(frozen=True)
+class Damaged:
+    """Something that starts like an entry but cannot be read; the rest of the file still is."""
+
+    start: int
+    end: int
+    line: int
+    reason: str
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Foreign:
+    """Text a person added outside any entry (kept as is; reported by ``doctor``)."""
+
+    line: int
+    text: str
+    final_newline: bool = True
+
+
+LogItem = ParsedEntry | TornTail | Damaged | Foreign
+
+
 # -- writing --------------------------------------------------------------------
-
-
-def _display(text: Any, limit: int = 120) -> str:
-    s = _DISPLAY_UNSAFE.sub(" ", str(text))
-    return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
-def _fence(lines: list[str]) -> str:
-    longest = max((len(m.group()) for line in lines for m in _BACKTICKS.finditer(line)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def json_text(value: Any, *, indent: int | None = 2) -> str:
-    """JSON for the log: UTF-8 kept readable, but never a character that breaks a line or a comment."""
-    text = json.dumps(value, ensure_ascii=False, indent=indent, separators=None if indent else (",", ":"))
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
 
 
 def _meta_line(meta: dict[str, Any]) -> str:
@@ -125,14 +155,13 @@ def _meta_line(meta: dict[str, Any]) -> str:
     return "<!-- lcm:" + json_text(meta, indent=None).replace(">", "\\u003e") + " -->"
 
 
+@dataclass
 class _Renderer:
-    def __init__(self, store: PayloadStore, large_chars: int, count_tokens: Callable[[str], int], large_tokens: int):
-        self.store = store
-        self.large_chars = large_chars
-        self.count_tokens = count_tokens
-        self.large_tokens = large_tokens
-        self.parts: list[list[Any]] = []
-        self.lines: list[str] = []
+    store: PayloadStore
+    count_tokens: Callable[[str], int]
+    large_tokens: int
+    parts: list[list[Any]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
 
     def _add(self, path: list[Any], kind: str, header: list[str], body: list[str], opts: dict[str, Any] | None = None) -> None:
         if self.lines:
@@ -154,29 +183,24 @@ class _Renderer:
         self._add(path, "file", header, body, {"f": name, "e": enc})
 
     def text(self, path: list[Any], text: str, header: list[str], *, fenced: bool = False) -> None:
-        if self._is_large(text) or (len(text) >= MIN_BASE64_CHARS and _BASE64ISH.match(text)):
+        if self._is_large(text) or is_base64_payload(text):
             nlines = text.count("\n") + 1
             preview = f"· payload, {self.count_tokens(text):,} tokens, {nlines:,} lines"
             self._file_part(path, header, text.encode("utf-8"), "txt", "text", preview)
             return
-        if _UNSAFE.search(text):
-            if "\r" in text and not _UNSAFE.search(text.replace("\r\n", "\n")):
-                self._add(path, "crlf", header, text.split("\r\n"))
-                return
-            literal = json_text(text, indent=None)
-            fence = _fence([literal])
-            self._add(path, "esc", header, [fence + "json", literal, fence])
-            return
-        lines = text.split("\n")
-        if fenced or _BLOCK_ID_LIKE.search(text):
-            # Tool output is preformatted: a fence keeps its columns in Obsidian.
-            fence = _fence(lines)
-            self._add(path, "code", header, [fence + "text", *lines, fence])
-            return
-        self._add(path, "md", header, lines)
+        visible, codes = strip_ansi(text)
+        kind = text_kind(visible, fenced=fenced)
+        self._add(path, kind, header, text_body(visible, kind), {"ansi": codes} if codes else None)
+
+    def heading(self, path: list[Any], text: str, header: list[str]) -> None:
+        if text and "\n" not in text and text_kind(text, fenced=False) == "md" and text == text.strip():
+            self._add(path, "h", header, ["#### " + text])
+        else:
+            self.text(path, text, header)
 
     def quote(self, path: list[Any], text: str, title: str) -> None:
-        if self._is_large(text) or _UNSAFE.search(text) or _BLOCK_ID_LIKE.search(text):
+        visible, codes = strip_ansi(text)
+        if self._is_large(text) or codes or text_kind(visible, fenced=False) != "md":
             self.text(path, text, [title])
             return
         body = [">" + (" " + line if line else "") for line in text.split("\n")]
@@ -188,25 +212,49 @@ class _Renderer:
             self._file_part(path, header, text.encode("utf-8"), "json", "json", f"· JSON payload, {self.count_tokens(text):,} tokens")
             return
         lines = text.split("\n")
-        fence = _fence(lines)
-        self._add(path, "json", header, [fence + "json", *lines, fence])
+        f = fence(lines)
+        self._add(path, "json", header, [f + "json", *lines, f])
 
     def header_only(self, header: list[str]) -> None:
         self._add([], "hdr", header, [])
 
     def image(self, path: list[Any], block: dict[str, Any]) -> None:
+        import base64
+        import binascii
+
         data = block["data"]
         media = str(block.get("media_type") or "")
-        ext = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}.get(media, "bin")
+        ext = IMAGE_EXTENSIONS.get(media, "bin")
         try:
             raw = base64.b64decode(data, validate=True)
             exact = base64.b64encode(raw).decode("ascii") == data
         except (binascii.Error, ValueError):
             exact = False
         if exact:
-            self._file_part(path, [f"**image** {_display(media)}"], raw, ext, "base64", "")
+            self._file_part(path, [f"**image** {display(media)}"], raw, ext, "base64", "")
         else:  # not canonical base64: keep the string itself, byte for byte
-            self._file_part(path, [f"**image** {_display(media)}"], data.encode("utf-8"), "txt", "text", "· image data")
+            self._file_part(path, [f"**image** {display(media)}"], data.encode("utf-8"), "txt", "text", "· image data")
+
+    def tool_call(self, path: list[Any], block: dict[str, Any]) -> None:
+        head = f"**tool call** `{display(block.get('name'))}` · `{display(block.get('id'))}`"
+        if "arguments" not in block:
+            self.header_only([head])
+            return
+        args = block["arguments"]
+        pairs = [p for p in edit_pairs(args) if not self._is_large(_get(args, p[0])[p[1]] + _get(args, p[0])[p[2]])]
+        if not pairs:
+            self.json_value([*path, "arguments"], args, [head])
+            return
+        # An edit reads as a diff; the other arguments (file path, flags) stay in the metadata
+        # and are named in the header.
+        target = args.get("file_path") or args.get("path") if isinstance(args, dict) else None
+        first = True
+        for sub, old_key, new_key in pairs:
+            obj = _get(args, sub)
+            header = [head + (f" · `{display(target)}`" if target else "")] if first else []
+            self._add([*path, "arguments", *sub], "diff", header, diff_body(obj[old_key], obj[new_key]),
+                      {"d": obj[old_key].count("\n") + 1, "k": [old_key, new_key]})
+            first = False
 
     def blocks(self, blocks: list[Any], prefix: list[Any]) -> None:
         for i, block in enumerate(blocks):
@@ -217,15 +265,11 @@ class _Renderer:
             elif kind == "thinking" and isinstance(block.get("thinking"), str):
                 self.quote([*path, "thinking"], block["thinking"], "> [!thinking]- thinking")
             elif kind == "tool_call":
-                header = [f"**tool call** `{_display(block.get('name'))}` · `{_display(block.get('id'))}`"]
-                if "arguments" in block:
-                    self.json_value([*path, "arguments"], block["arguments"], header)
-                else:
-                    self.header_only(header)
+                self.tool_call(path, block)
             elif kind == "tool_result":
                 flag = " · **error**" if block.get("is_error") else ""
-                name = f" `{_display(block['name'])}`" if isinstance(block.get("name"), str) else ""
-                header = [f"**tool result**{name} for `{_display(block.get('call_id'))}`{flag}"]
+                name = f" `{display(block['name'])}`" if isinstance(block.get("name"), str) else ""
+                header = [f"**tool result**{name} for `{display(block.get('call_id'))}`{flag}"]
                 inner = block.get("content")
                 if isinstance(inner, str):
                     self.text([*path, "content"], inner, header, fenced=bool(inner))
@@ -237,16 +281,35 @@ class _Renderer:
             elif kind == "image" and isinstance(block.get("data"), str):
                 self.image([*path, "data"], block)
             elif kind == "image" and isinstance(block.get("url"), str):
-                self.header_only([f"![image]({_display(block['url'], 2000).replace(' ', '%20')})"])
+                self.header_only([f"![image]({display(block['url'], 2000).replace(' ', '%20')})"])
             else:
-                self.json_value(path, block, [f"**{_display(kind)}**"])
+                self.json_value(path, block, [f"**{display(kind)}**"])
+
+    def line_fields(self, extra: dict[str, Any]) -> None:
+        """The texts of a non-chat record (a session title, a compaction summary), shown and searchable."""
+        for key in LINE_TEXT_KEYS:
+            value = extra.get(key)
+            if isinstance(value, str) and value:
+                if key in ("summary", "customTitle", "title"):
+                    self.heading(["extra", key], value, [f"**{key}**"])
+                else:
+                    self.text(["extra", key], value, [f"**{key}**"])
 
 
-def _clear(skel: Any, path: list[Any]) -> None:
-    target = skel
-    for key in path[:-1]:
-        target = target[key]
-    target[path[-1]] = None
+def _get(obj: Any, path: list[Any]) -> Any:
+    for key in path:
+        obj = obj[key]
+    return obj
+
+
+def _clear(skel: Any, path: list[Any], kind: str, opts: dict[str, Any]) -> None:
+    target = _get(skel, path[:-1])
+    if kind == "diff":
+        obj = target[path[-1]]
+        for key in opts["k"]:
+            obj[key] = None
+    else:
+        target[path[-1]] = None
 
 
 def render_entry(
@@ -258,118 +321,130 @@ def render_entry(
 ) -> bytes:
     """The bytes of one log entry for ``sm`` (externalizing payloads into ``store``)."""
     msg = sm.message
-    r = _Renderer(store, large_tokens, count_tokens, large_tokens)
+    r = _Renderer(store, count_tokens, large_tokens)
     r.blocks(msg.content, ["content"])
     skel: dict[str, Any] = {"content": copy.deepcopy(msg.content)}
+    extra = copy.deepcopy(msg.extra)
+    if sm.lane == "line":
+        r.line_fields(extra)
+    if extra:
+        skel["extra"] = extra
     for part in r.parts:
         if part[0]:
-            _clear(skel, part[0])
-    if msg.extra:
-        skel["extra"] = msg.extra
+            _clear(skel, part[0], part[1], part[4] if len(part) > 4 else {})
+    xf: dict[str, str] = {}
+    for key, value in extra.items():
+        if value is None:
+            continue
+        text = json_text(value, indent=None)
+        if len(text.encode("utf-8")) > METADATA_INLINE_BYTES:
+            xf[key] = store.put(text.encode("utf-8"), "json")
+            extra[key] = None
     if msg.hints:
         skel["hints"] = msg.hints
-    meta = {
+    meta: dict[str, Any] = {
         "id": sm.id,
         "seq": sm.seq,
+        "prev": sm.prev,
         "role": msg.role,
         "ts": msg.timestamp,
         "at": format_timestamp(sm.at),
         "tok": sm.tokens,
-        "parts": r.parts,
-        "skel": skel,
     }
-    callout = CALLOUT_TYPES.get(msg.role, "message")
-    title = f"[!{callout}] **{_display(msg.role, 60)}** · {sm.at.strftime('%Y-%m-%d %H:%M:%S')}"
-    out = [_meta_line(meta), "> " + title]
+    for key, value in (("key", sm.key), ("batch", list(sm.batch) if sm.batch else None),
+                       ("lane", sm.lane), ("thread", sm.thread)):
+        if value is not None:
+            meta[key] = value
+    meta["parts"] = r.parts
+    meta["skel"] = skel
+    if xf:
+        meta["xf"] = xf
+    out = [_meta_line(meta), "> " + _title(msg, sm)]
     out.extend(">" + (" " + line if line else "") for line in r.lines)
     out.extend(["", f"^{sm.id}", "", ""])
     return "\n".join(out).encode("utf-8")
 
 
+def _title(msg: Message, sm: StoredMessage) -> str:
+    when = sm.at.strftime("%Y-%m-%d %H:%M:%S")
+    role = display(msg.role, 60)
+    if sm.lane == "side":
+        agent = (sm.thread or {}).get("agent")
+        who = f" · subagent {display(agent, 40)}" if agent else " · subagent"
+        return f"[!subagent]- **{role}**{who} · {when}"
+    if sm.lane == "line":
+        return f"[!info]- **{role}** · {when}"
+    return f"[!{CALLOUT_TYPES.get(msg.role, 'message')}] **{role}** · {when}"
+
+
 # -- reading --------------------------------------------------------------------
 
 
-def _strip_quote(line: str, where: str) -> str:
-    if not line.startswith(">"):
-        raise ValueError(f"expected a callout line starting with '>' ({where})")
-    rest = line[1:]
-    return rest[1:] if rest.startswith(" ") else rest
-
-
-def _decode_part(kind: str, body: list[str], opts: dict[str, Any], store: PayloadStore) -> Any:
-    if kind == "md":
-        return "\n".join(body)
-    if kind == "crlf":
-        return "\r\n".join(body)
-    if kind == "code":
-        return "\n".join(body[1:-1])
-    if kind == "esc":
-        return json.loads(body[1])
-    if kind == "quote":
-        return "\n".join(_strip_quote(line, "thinking") for line in body)
-    if kind == "json":
-        return json.loads("\n".join(body[1:-1]))
-    if kind == "file":
-        data = store.get(opts["f"])
-        enc = opts.get("e")
-        if enc == "base64":
-            return base64.b64encode(data).decode("ascii")
-        if enc == "json":
-            return json.loads(data.decode("utf-8"))
-        return data.decode("utf-8")
-    raise ValueError(f"unknown part kind {kind!r}")
+def _set(skel: Any, path: list[Any], value: Any) -> None:
+    target = _get(skel, path[:-1])
+    target[path[-1]] = value
 
 
 def decode_entry(entry: ParsedEntry, store: PayloadStore) -> Message:
-    """Rebuild the exact :class:`Message` an entry was written from."""
+    """Rebuild the exact :class:`Message` an entry was written from.
+
+    Raises :class:`CorruptVaultError` naming the message when a person's edit made
+    its parts impossible to tell apart, or a payload file is missing.
+    """
     meta = entry.meta
-    skel = copy.deepcopy(meta["skel"])
-    lines = entry.raw.decode("utf-8", errors="replace").split("\n")
+    where = f"message {meta.get('id')}"
     try:
-        body = [_strip_quote(line, "body") for line in lines[2 : 2 + entry.meta["_nbody"]]]
-    except ValueError:
-        raise CorruptVaultError(f"message {meta['id']} was edited by hand: a line lost its '>'; restore the log from git") from None
-    if meta.get("_edited"):
-        return _decode_edited(entry, skel, body, store)
-    pos = 0
-    for n, part in enumerate(meta["parts"]):
-        path, kind, nhead, nbody = part[0], part[1], part[2], part[3]
-        opts = part[4] if len(part) > 4 else {}
-        if n:
-            pos += 1  # the blank separator line between parts
-        pos += nhead
-        chunk = body[pos : pos + nbody]
-        pos += nbody
-        if kind == "hdr":
-            continue
-        value = _decode_part(kind, chunk, opts, store)
-        target = skel
-        for key in path[:-1]:
-            target = target[key]
-        target[path[-1]] = value
-    return Message(
-        id=meta["id"],
-        role=meta["role"],
-        timestamp=meta.get("ts"),
-        content=skel.get("content", []),
-        extra=skel.get("extra", {}),
-        hints=skel.get("hints", {}),
-    )
+        skel = copy.deepcopy(meta["skel"])
+        lines = entry.raw.decode("utf-8", errors="replace").split("\n")
+        try:
+            body = [strip_quote(line, "body") for line in lines[2 : 2 + entry.nbody]]
+        except ValueError:
+            raise CorruptVaultError(f"{where} was edited by hand: a line lost its '>'; restore the log from git") from None
+        if entry.edited:
+            _decode_edited(entry, skel, body, store)
+        else:
+            pos = 0
+            for n, part in enumerate(meta["parts"]):
+                path, kind, nhead, nbody = part[0], part[1], int(part[2]), int(part[3])
+                opts = part[4] if len(part) > 4 else {}
+                if n:
+                    pos += 1  # the blank separator line between parts
+                pos += nhead
+                chunk = body[pos : pos + nbody]
+                pos += nbody
+                if kind == "hdr":
+                    continue
+                value = decode_part(kind, chunk, opts, store)
+                if kind == "diff":
+                    obj = _get(skel, path)
+                    obj[opts["k"][0]], obj[opts["k"][1]] = value
+                else:
+                    _set(skel, path, value)
+        for key, name in meta.get("xf", {}).items():
+            skel["extra"][key] = json.loads(store.get(name).decode("utf-8"))
+        return Message(
+            id=meta["id"],
+            role=meta["role"],
+            timestamp=meta.get("ts"),
+            content=skel.get("content", []),
+            extra=skel.get("extra", {}),
+            hints=skel.get("hints", {}),
+        )
+    except CorruptVaultError:
+        raise
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise CorruptVaultError(f"{where} cannot be read back ({type(exc).__name__}: {exc}); restore the log from git",
+                                line=entry.line) from None
 
 
-def _decode_edited(entry: ParsedEntry, skel: dict[str, Any], body: list[str], store: PayloadStore) -> Message:
+def _decode_edited(entry: ParsedEntry, skel: dict[str, Any], body: list[str], store: PayloadStore) -> None:
     """A hand-edited entry: readable when it holds one text part (the usual case), else an error."""
     meta = entry.meta
     parts = [p for p in meta["parts"] if p[1] != "hdr"]
-    if len(meta["parts"]) == 1 and parts and parts[0][1] in ("md", "crlf"):
+    if len(meta["parts"]) == 1 and parts and parts[0][1] in ("md", "crlf") and len(parts[0]) < 5:
         path, kind, nhead = parts[0][0], parts[0][1], int(parts[0][2])
-        value = _decode_part(kind, body[nhead:], {}, store)
-        target = skel
-        for key in path[:-1]:
-            target = target[key]
-        target[path[-1]] = value
-        return Message(id=meta["id"], role=meta["role"], timestamp=meta.get("ts"), content=skel.get("content", []),
-                       extra=skel.get("extra", {}), hints=skel.get("hints", {}))
+        _set(skel, path, decode_part(kind, body[nhead:], {}, store))
+        return
     raise CorruptVaultError(
         f"message {meta['id']} was edited by hand and its parts can no longer be told apart; restore the log from git"
     )
@@ -380,71 +455,110 @@ def _body_line_count(parts: list[list[Any]]) -> int:
     return total + max(0, len(parts) - 1)
 
 
-def iter_entries(data: bytes, *, path: str, base_offset: int = 0, base_line: int = 1) -> Iterator[ParsedEntry | int]:
-    """Entries of a log file's bytes, in file order.
+def _header_end(data: bytes) -> int:
+    """Offset after a log's own frontmatter and title (what is not a person's text)."""
+    if not data.startswith(b"---\n"):
+        return 0
+    end = data.find(b"\n---\n", 3)
+    if end < 0:
+        return 0
+    pos = end + 5
+    while data.startswith(b"\n", pos):
+        pos += 1
+    if data.startswith(b"# ", pos):
+        nl = data.find(b"\n", pos)
+        pos = len(data) if nl < 0 else nl + 1
+    return pos
 
-    Yields :class:`ParsedEntry` objects; if the data ends in an incomplete entry
-    (a write torn by a crash), yields that entry's start offset (an ``int``) last,
-    so the caller can ignore or truncate it. Anything else that is not an entry
-    (frontmatter, headings, blank lines) is skipped.
+
+def _parse_meta(line: bytes) -> dict[str, Any] | None:
+    if not line.endswith(META_SUFFIX):
+        return None
+    try:
+        meta = json.loads(line[len(META_PREFIX) : -len(META_SUFFIX)])
+        if not isinstance(meta, dict) or not isinstance(meta.get("id"), str) or not isinstance(meta.get("parts"), list):
+            return None
+        _body_line_count(meta["parts"])
+        return meta
+    except (ValueError, TypeError, IndexError, RecursionError):
+        return None
+
+
+def iter_entries(data: bytes, *, path: str, base_offset: int = 0, base_line: int = 1) -> Iterator[LogItem]:
+    """Everything in a log file's bytes, in file order; never raises.
+
+    Yields :class:`ParsedEntry` for each readable entry, :class:`TornTail` for an
+    incomplete entry at the very end (never acknowledged: a crash tore the write),
+    :class:`Damaged` for something that starts like an entry but cannot be read
+    (reading goes on after it), and :class:`Foreign` for text a person added
+    outside the entries. ``base_offset``/``base_line`` place ``data`` in its file
+    (``data`` then starts at an entry boundary, so no header is expected).
     """
-    pos = 0
-    line_no = base_line
+    pos = _header_end(data) if base_offset == 0 else 0
+    line_no = base_line + data.count(b"\n", 0, pos)
     size = len(data)
     while pos < size:
         nl = data.find(b"\n", pos)
-        if nl < 0:
-            if data[pos:].startswith(META_PREFIX) or META_PREFIX.startswith(data[pos:]):
-                yield base_offset + pos
+        line_end = size if nl < 0 else nl
+        ours = data.startswith(ENTRY_START, pos)
+        meta = _parse_meta(data[pos:line_end]) if nl >= 0 and ours else None
+        if meta is None:
+            if nl < 0 and (ours or ENTRY_START.startswith(data[pos:])):
+                yield TornTail(base_offset + pos, line_no)  # cut inside its metadata line
                 return
-            raise CorruptVaultError("the file does not end with a newline", path=path, line=line_no)
-        if not data.startswith(META_PREFIX, pos):
-            pos = nl + 1
-            line_no += 1
+            if not ours or nl < 0:
+                # A person's text (even one that starts like our comments): kept, never truncated.
+                text = data[pos:line_end]
+                if text.strip():
+                    yield Foreign(line_no, text.decode("utf-8", errors="replace")[:200], final_newline=nl >= 0)
+                pos = line_end + 1
+                line_no += 1
+                continue
+            later = data.find(b"\n" + META_PREFIX, pos)
+            end = size if later < 0 else later + 1
+            yield Damaged(base_offset + pos, base_offset + end, line_no, "its metadata line is not valid JSON")
+            line_no += data.count(b"\n", pos, end)
+            pos = end
             continue
         start, start_line = pos, line_no
-        line = data[pos:nl]
-        if not line.endswith(META_SUFFIX):
-            raise CorruptVaultError("a message metadata line is cut short", path=path, line=line_no)
-        try:
-            meta = json.loads(line[len(META_PREFIX) : -len(META_SUFFIX)])
-            nbody = _body_line_count(meta["parts"])
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            raise CorruptVaultError(f"message metadata is not valid ({exc})", path=path, line=line_no) from None
-        meta["_nbody"] = nbody
-        marker = b"\n^" + str(meta.get("id")).encode() + b"\n"
-        # metadata, title, body lines, blank, ^id
-        need = 2 + nbody + 2
+        expected = _body_line_count(meta["parts"])
+        block = b"^" + meta["id"].encode()
+        # metadata, title, body lines, blank line, block id line
         cursor = pos
-        complete = True
-        for _ in range(need):
-            nl = data.find(b"\n", cursor)
-            if nl < 0:
-                complete = False
+        for _ in range(expected + 4):
+            nl2 = data.find(b"\n", cursor)
+            cursor = size + 1 if nl2 < 0 else nl2 + 1
+            if nl2 < 0:
                 break
-            cursor = nl + 1
-        if not complete or data[cursor - len(marker) : cursor] != marker or data[cursor - len(marker) - 1 : cursor - len(marker)] != b"\n":
-            # Not where the line counts say: a person edited the entry, or a crash tore it.
-            found = data.find(marker, pos)
-            later_entry = data.find(b"\n" + META_PREFIX, pos + 1)
-            if found < 0 or (0 <= later_entry < found):
-                if later_entry < 0:
-                    yield base_offset + start  # torn at the end of the file: never acknowledged
+        id_line_start = cursor - len(block) - 1
+        if cursor <= size and data[id_line_start - 2 : cursor] == b"\n\n" + block + b"\n":
+            nbody, edited = expected, False
+        else:
+            # Not where the line counts say: a person edited the entry (or removed the final
+            # newline), or a crash tore it. Find the block id line before the next entry.
+            later = data.find(b"\n" + META_PREFIX, pos + 1)
+            limit = size if later < 0 else later + 1
+            found = data.find(b"\n" + block + b"\n", pos, limit + 1)
+            if found < 0 and later < 0 and data.endswith(b"\n" + block):
+                found = size - len(block) - 1
+            if found < 0:
+                if later < 0:
+                    yield TornTail(base_offset + start, start_line)
                     return
-                raise CorruptVaultError(
-                    f"message {meta.get('id')!r} has lost its block id line ^{meta.get('id')}; restore the log from git",
-                    path=path, line=start_line,
-                )
-            cursor = found + len(marker)
-            body_lines = data[pos:found].count(b"\n") - 2  # minus the metadata and title lines, and the blank line
-            meta["_nbody"] = max(0, body_lines)
-            meta["_edited"] = True
+                yield Damaged(base_offset + start, base_offset + limit, start_line,
+                              f"message {meta['id']} has lost its block id line ^{meta['id']}", meta["id"])
+                line_no += data.count(b"\n", pos, limit)
+                pos = limit
+                continue
+            cursor = min(size, found + len(block) + 2)
+            nbody = max(0, data.count(b"\n", pos, found) - 2)  # minus the metadata and title lines, and the blank
+            edited = nbody != expected or data[found - 1 : found] != b"\n"
         raw = data[start:cursor]
-        # the blank line after the block id belongs to the entry when present
         if data.startswith(b"\n", cursor):
-            cursor += 1
-        yield ParsedEntry(meta=meta, start=base_offset + start, end=base_offset + cursor, line=start_line, raw=raw)
-        line_no += raw.count(b"\n") + (1 if cursor > start + len(raw) else 0)
+            cursor += 1  # the blank line after the block id belongs to the entry when present
+        yield ParsedEntry(meta=meta, start=base_offset + start, end=base_offset + cursor, line=start_line, raw=raw,
+                          nbody=nbody, edited=edited)
+        line_no += data.count(b"\n", start, cursor)
         pos = cursor
 
 

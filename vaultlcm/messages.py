@@ -35,7 +35,15 @@ from .errors import InputFormatError
 JsonValue = Any
 
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,127}$")
+VAULT_ID_RE = re.compile(r"^m-[0-9a-f]{16}$")
 KNOWN_ROLES = ("system", "user", "assistant", "tool")
+#: Deeper JSON than this is refused on input: nothing real nests so deep, and deeper
+#: values would hit Python's recursion limit in the JSON and YAML libraries later.
+MAX_JSON_DEPTH = 200
+#: Roles of transcript lines that are no chat message (``claude-code:summary``).
+LINE_ROLE_PREFIXES = ("claude-code:", "openclaw:")
+#: String fields of a non-chat record shown (and searched) as text.
+LINE_TEXT_KEYS = ("summary", "customTitle", "title", "content", "text", "label", "operation", "subtype")
 
 
 class Message(BaseModel):
@@ -43,7 +51,7 @@ class Message(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str | None = None
+    id: str | None = Field(None, description="The vault id (m- + 16 hex), assigned when stored; never a record's own id.")
     role: str
     timestamp: str | None = Field(None, description="ISO-8601 timestamp as given (kept verbatim).")
     content: list[dict[str, JsonValue]] = Field(default_factory=list)
@@ -67,15 +75,26 @@ class Message(BaseModel):
     def tool_result_ids(self) -> list[str]:
         return [str(b.get("call_id")) for b in self.blocks("tool_result")]
 
+    @property
+    def is_line(self) -> bool:
+        """A transcript line that is no chat message (a session title, a snapshot, a compaction record)."""
+        return bool(self.hints.get("line")) or self.role.startswith(LINE_ROLE_PREFIXES)
+
     def searchable_text(self) -> str:
-        """Text a person would search for: text, thinking, tool names, arguments, results."""
-        return "\n".join(_searchable(self.content))
+        """Text a person would search for: text, thinking, tool names, arguments, results (and a line's texts)."""
+        parts = _searchable(self.content)
+        if self.is_line:
+            parts.extend(v for k in LINE_TEXT_KEYS if isinstance(v := self.extra.get(k), str) and v)
+        return "\n".join(parts)
 
     def to_native(self) -> dict[str, JsonValue]:
-        """The native JSON record (``id``, ``role``, ``timestamp``, ``content``, extras)."""
+        """The native JSON record as it came in (``role``, ``timestamp``, ``content``, its own fields).
+
+        The vault id is not part of the record: a record's own ``id`` is kept as data.
+        """
         record: dict[str, JsonValue] = {}
-        if self.id is not None and not self.hints.get("id_assigned"):
-            record["id"] = self.id
+        if "id" in self.extra:
+            record["id"] = self.extra["id"]
         record["role"] = self.role
         if self.timestamp is not None and not self.hints.get("timestamp_assigned"):
             record["timestamp"] = self.timestamp
@@ -83,7 +102,7 @@ class Message(BaseModel):
             record["content"] = self.content[0]["text"]
         elif self.content or not self.hints.get("content_missing"):
             record["content"] = self.content
-        record.update(self.extra)
+        record.update((k, v) for k, v in self.extra.items() if k != "id")
         return record
 
     def to_export(self) -> dict[str, JsonValue]:
@@ -141,18 +160,14 @@ def message_from_native(record: Any, *, source: str | None = None, line: int | N
     if not isinstance(role, str) or not role:
         raise fail("message has no 'role' (a non-empty string such as user, assistant, tool, system)")
     hints: dict[str, Any] = {}
-    msg_id = record.get("id")
-    if "id" in record:
-        if not isinstance(msg_id, str) or not ID_RE.match(msg_id):
-            raise fail(
-                f"message id {msg_id!r} is not usable as a block id: use letters, digits and dashes "
-                "(at most 128), or drop 'id' to let vaultlcm assign one"
-            )
     timestamp = record.get("timestamp")
     if "timestamp" in record:
         if not isinstance(timestamp, str):
             raise fail(f"'timestamp' must be an ISO-8601 string, got {timestamp!r}")
-        parse_timestamp(timestamp, source=source, line=line)
+        try:
+            parse_timestamp(timestamp)
+        except InputFormatError as exc:
+            raise fail(str(exc)) from None
     content = record.get("content", [])
     if isinstance(content, str):
         hints["content_string"] = True
@@ -161,10 +176,11 @@ def message_from_native(record: Any, *, source: str | None = None, line: int | N
         raise fail("'content' must be a string or a list of blocks")
     for i, block in enumerate(content):
         validate_block(block, where=f"content[{i}]", fail=fail)
-    extra = {k: v for k, v in record.items() if k not in ("id", "role", "timestamp", "content")}
+    # A record's own "id" is data (kept in extra): the vault assigns its own ids.
+    extra = {k: v for k, v in record.items() if k not in ("role", "timestamp", "content")}
     if "content" not in record:
         hints["content_missing"] = True
-    return Message(id=msg_id, role=role, timestamp=timestamp, content=content, extra=extra, hints=hints)
+    return Message(role=role, timestamp=timestamp, content=content, extra=extra, hints=hints)
 
 
 _REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {
@@ -205,13 +221,14 @@ def parse_timestamp(value: str, *, source: str | None = None, line: int | None =
         text = text[:-1] + "+00:00"
     try:
         dt = datetime.fromisoformat(text)
-    except ValueError as exc:
+        if dt.tzinfo is None:
+            dt = dt.replace(tzinfo=UTC)
+        return dt.astimezone(UTC)
+    except (ValueError, OverflowError) as exc:
+        why = "is out of range once converted to UTC" if isinstance(exc, OverflowError) else "is not ISO-8601"
         raise InputFormatError(
-            f"timestamp {value!r} is not ISO-8601 (e.g. 2026-11-29T10:00:00Z)", source=source, line=line
-        ) from exc
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.astimezone(UTC)
+            f"timestamp {value!r} {why} (write e.g. 2026-11-29T10:00:00Z)", source=source, line=line
+        ) from None
 
 
 def format_timestamp(dt: datetime) -> str:
@@ -222,12 +239,12 @@ def format_timestamp(dt: datetime) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def make_message_id(conversation: str, seq: int, message: Message, salt: int = 0) -> str:
+def make_message_id(conversation: str, seq: int, message: Message, salt: int = 0, at: str | None = None) -> str:
     """Deterministic id: same conversation, position, time and content give the same id."""
     h = hashlib.sha256()
     h.update(conversation.encode("utf-8"))
     h.update(b"\0%d\0%d\0" % (seq, salt))
-    h.update((message.timestamp or "").encode("utf-8"))
+    h.update((at or message.timestamp or "").encode("utf-8"))
     h.update(b"\0")
     h.update(message.role.encode("utf-8"))
     h.update(b"\0")
@@ -237,9 +254,11 @@ def make_message_id(conversation: str, seq: int, message: Message, salt: int = 0
 
 def check_json_value(value: Any, *, where: str, fail: Any) -> None:
     """Reject values JSON cannot carry back exactly: lone surrogates, NaN, infinities."""
-    stack = [value]
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
-        v = stack.pop()
+        v, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise fail(f"{where}: JSON is nested more than {MAX_JSON_DEPTH} levels deep; flatten it before ingesting")
         if isinstance(v, str):
             try:
                 v.encode("utf-8")
@@ -253,7 +272,7 @@ def check_json_value(value: Any, *, where: str, fail: Any) -> None:
                 raise fail(f"{where}: number {v!r} is not finite; JSON cannot carry it")
         elif isinstance(v, dict):
             for k, sub in v.items():
-                stack.append(k)
-                stack.append(sub)
+                stack.append((k, depth + 1))
+                stack.append((sub, depth + 1))
         elif isinstance(v, list):
-            stack.extend(v)
+            stack.extend((sub, depth + 1) for sub in v)

@@ -1,57 +1,86 @@
 """The message log: appending messages to daily Markdown logs and reading them back.
 
-Appends to one conversation are serialized across processes by a file lock in
-``.vaultlcm/locks/``; each ingest call is validated and rendered in full before
-the first byte is written, written with one ``write`` per daily file, and
-fsynced before the call returns.
+An ingest call is all or nothing:
+
+1. everything is validated and rendered before the first byte is written;
+2. under the conversation's lock (a lock on its folder, see :mod:`vaultlcm.locks`)
+   payload files are written atomically, then each day's entries are appended with
+   one ``write`` and ``fdatasync`` per daily log;
+3. a write that fails (a full disk) is cut off again, together with the days
+   already written by the same call, and the error is raised: nothing of the call
+   stays;
+4. a call spanning several daily logs marks its entries with a batch (id and
+   size): a crash between two files leaves a batch that readers ignore and the
+   next writer cuts off;
+5. once every byte is durable the call has succeeded, whatever happens to derived
+   state afterwards (the catalog catches up on the next sync).
+
+Re-imports are idempotent: an incoming message whose ``key`` is already stored in
+the conversation is skipped, and the call reports how many were.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from .catalog import Catalog, MessageRow
-from .errors import CorruptVaultError, DuplicateIdError, LockTimeoutError, NotFoundError
-from .fsutil import atomic_write, durable_append, truncate
+from .errors import CorruptVaultError, NotFoundError, StorageError, VaultLCMError
+from .formats import Incoming
+from .fsutil import NOFOLLOW, atomic_write, durable_append, fsync_dir, read_file, truncate
 from .layout import VaultLayout
+from .locks import dir_lock
 from .logcodec import ParsedEntry, StoredMessage, day_header, decode_entry, iter_entries, render_entry
 from .messages import Message, format_timestamp, make_message_id, parse_timestamp
 from .tokens import count_tokens
 
 
 class FileStore:
-    """Externalized payloads of one conversation, named by content hash."""
+    """Externalized payloads of one conversation, named by the hash of their bytes."""
 
-    def __init__(self, files_dir: Path) -> None:
+    def __init__(self, layout: VaultLayout, files_dir: Path) -> None:
+        self.layout = layout
         self.files_dir = files_dir
         self.pending: dict[str, bytes] = {}
 
     def put(self, data: bytes, ext: str) -> str:
         name = f"file_{hashlib.sha256(data).hexdigest()[:16]}.{ext}"
-        if not (self.files_dir / name).exists():
+        path = self.files_dir / name
+        if not path.exists() or path.is_symlink():
             self.pending[name] = data
         return name
 
     def get(self, name: str) -> bytes:
+        """A payload's bytes, checked against the hash its name carries (a cheap, exact check of losslessness)."""
         if name in self.pending:
             return self.pending[name]
+        path = self.files_dir / name
         try:
-            return (self.files_dir / name).read_bytes()
+            data = read_file(self.layout.inside(path))
         except FileNotFoundError:
             raise CorruptVaultError(
                 f"payload file {name} is missing; restore it from git or a backup", path=self.files_dir / name
             ) from None
+        except OSError as exc:
+            raise CorruptVaultError(f"payload file {name} cannot be read ({exc})", path=path) from None
+        if not name.startswith("file_" + hashlib.sha256(data).hexdigest()[:16] + "."):
+            raise CorruptVaultError(
+                f"payload file {name} no longer matches the hash in its name (changed by hand?); restore it from git",
+                path=path)
+        return data
 
     def commit(self) -> list[Path]:
         written = []
         for name, data in sorted(self.pending.items()):
-            path = self.files_dir / name
+            path = self.layout.inside(self.files_dir / name)
+            if path.is_symlink():
+                path.unlink()  # a planted symlink is replaced by the real payload, never written through
             atomic_write(path, data)
             written.append(path)
         self.pending.clear()
@@ -61,6 +90,15 @@ class FileStore:
 def message_tokens(message: Message) -> int:
     """Tokens a message costs in a model's context (text, thinking, tools, results)."""
     return count_tokens(message.searchable_text()) + 4
+
+
+@dataclass
+class AppendResult:
+    """What an append stored, and how many incoming messages were already in the vault."""
+
+    stored: list[StoredMessage]
+    skipped: int = 0
+    new_days: list[str] | None = None
 
 
 class MessageLog:
@@ -81,134 +119,197 @@ class MessageLog:
         self.lock_timeout = lock_timeout
         self.clock = clock
 
-    def lock(self, conv: str) -> FileLock:
-        self.layout.locks_dir.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(self.layout.lock_path(conv)), timeout=self.lock_timeout)
+    @contextmanager
+    def lock(self, conv: str) -> Iterator[None]:
+        """The conversation's write lock (held across processes; released when a process dies)."""
+        folder = self.layout.inside(self.layout.conversation_dir(conv))
+        try:
+            self.layout.inside(self.layout.logs_dir(conv)).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError.from_os(exc, folder, "create the conversation folder") from None
+        with dir_lock(folder, timeout=self.lock_timeout, what=f"conversation {conv!r}",
+                      fallback=self.layout.locks_dir / f"{conv}.lock"):
+            yield
 
-    def sync(self, conv: str) -> list[str]:
+    def sync(self, conv: str, *, quick: bool = False) -> list[str]:
         """Catch the catalog up with the logs of ``conv``; returns ids of new or changed messages."""
-        return self.catalog.sync_logs(conv, self.layout.logs_dir(conv))
-
-    def append(self, conv: str, messages: Sequence[Message], on_new_day: Callable[[str], None] | None = None) -> list[StoredMessage]:
-        """Store ``messages`` (already validated) at the end of ``conv``; all or nothing."""
-        if not messages:
-            return []
-        lock = self.lock(conv)
-        try:
-            lock.acquire()
-        except Timeout:
-            raise LockTimeoutError(
-                f"conversation {conv!r} is locked by another process ({self.layout.lock_path(conv)}) for more "
-                f"than {self.lock_timeout:.0f}s; retry, or run `vaultlcm doctor --fix` if no other process is running"
-            ) from None
-        try:
-            self.sync(conv)
-            self._repair_torn(conv)
-            stored = self._prepare(conv, messages)
-            store = FileStore(self.layout.files_dir(conv))
-            by_day: dict[str, list[tuple[StoredMessage, bytes]]] = defaultdict(list)
-            for sm in stored:
-                data = render_entry(sm, store, count_tokens=count_tokens, large_tokens=self.large_payload_tokens)
-                by_day[sm.day].append((sm, data))
-            store.commit()
-            for day, items in sorted(by_day.items()):
-                path = self.layout.log_path(conv, day)
-                new = not path.exists()
-                blob = b"".join(d for _, d in items)
-                if new:
-                    blob = day_header(conv, day, self.home_link(conv)) + blob
-                start = durable_append(path, blob)
-                if new and on_new_day is not None:
-                    on_new_day(day)
-                rel = self.layout.relative(path)
-                entries = [e for e in iter_entries(blob, path=rel, base_offset=start) if isinstance(e, ParsedEntry)]
-                self.catalog.record_append(conv, rel, path, entries)
-            return stored
-        finally:
-            lock.release()
+        return self.catalog.sync_logs(conv, self.layout.inside(self.layout.logs_dir(conv)), quick=quick)
 
     def home_link(self, conv: str) -> str:
         return f"[[{self.layout.relative(self.layout.home_note(conv))[:-3]}|{conv}]]"
 
-    def _repair_torn(self, conv: str) -> None:
-        torn = self.catalog.torn_logs(conv)
-        for rel, parsed in torn:
-            # Bytes after the last whole entry were never acknowledged: a crash tore the write.
-            truncate(self.layout.root / rel, parsed)
-        if torn:
+    # -- appending ---------------------------------------------------------------
+
+    def append(self, conv: str, incoming: Sequence[Incoming], *, dedupe: bool = True) -> AppendResult:
+        """Store ``incoming`` (already validated) at the end of ``conv``; all or nothing."""
+        if not incoming:
+            return AppendResult([])
+        with self.lock(conv):
+            if self.catalog.ensure_current():
+                self.sync(conv)  # the state folder was deleted: rebuild this conversation from its files
+            else:
+                self.sync(conv, quick=True)
+            self._repair(conv)
+            skipped = 0
+            if dedupe:
+                have = self.catalog.existing_keys(conv, [i.key for i in incoming if i.key])
+                if have:
+                    kept = [i for i in incoming if not (i.key and i.key in have)]
+                    skipped = len(incoming) - len(kept)
+                    incoming = kept
+            if not incoming:
+                return AppendResult([], skipped)
+            stored = self._prepare(conv, incoming)
+            new_days = self._write(conv, stored)
+            return AppendResult(stored, skipped, new_days)
+
+    def _repair(self, conv: str) -> None:
+        """Cut off what crashed writers left: torn tails, and batches that never completed."""
+        cut: dict[str, int] = {rel: parsed for rel, parsed in self.catalog.torn_logs(conv)}
+        spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for rel, start, end in self.catalog.stranded_batches(conv):
+            spans[rel].append((start, end))
+        for rel, items in spans.items():
+            path = self.layout.root / rel
+            size = cut.get(rel, path.stat().st_size if path.exists() else 0)
+            items.sort()
+            # Only a run of stranded entries at the very end was never acknowledged by anyone.
+            while items and items[-1][1] >= size:
+                size = items.pop()[0]
+            if size < cut.get(rel, path.stat().st_size):
+                cut[rel] = size
+        for rel, size in cut.items():
+            truncate(self.layout.inside(self.layout.root / rel), size)
+        if cut:
             self.sync(conv)
 
-    def _prepare(self, conv: str, messages: Sequence[Message]) -> list[StoredMessage]:
-        seq = self.catalog.last_seq(conv)
-        given = [m.id for m in messages if m.id is not None]
-        if len(set(given)) != len(given):
-            dup = next(i for i in given if given.count(i) > 1)
-            raise DuplicateIdError(f"message id {dup} appears twice in this input; ids must be unique")
-        clash = self.catalog.has_ids(given)
-        if clash:
-            other = self.catalog.get(sorted(clash)[0])
-            where = f" (in {other.path})" if other else ""
-            raise DuplicateIdError(
-                f"message id {sorted(clash)[0]} already exists in the vault{where}; ingest each message once, "
-                "or drop 'id' from the input to let vaultlcm assign new ids"
-            )
+    def _prepare(self, conv: str, incoming: Sequence[Incoming]) -> list[StoredMessage]:
+        seq, prev = self.catalog.last(conv)
         now = self.clock()
         out: list[StoredMessage] = []
-        taken = set(given)
-        for msg in messages:
+        taken: set[str] = set()
+        for inc in incoming:
+            msg = inc.message
             seq += 1
             hints = dict(msg.hints)
-            timestamp = msg.timestamp
-            if timestamp is None:
-                timestamp = format_timestamp(now)
+            at = inc.at
+            if at is None and msg.timestamp is not None:
+                at = parse_timestamp(msg.timestamp)
+            if at is None:
+                at = now
                 hints["timestamp_assigned"] = True
-            at = parse_timestamp(timestamp)
-            msg = msg.model_copy(update={"timestamp": timestamp, "hints": hints})
-            if msg.id is None:
-                salt = 0
-                new_id = make_message_id(conv, seq, msg, salt)
-                while new_id in taken or self.catalog.get(new_id) is not None:
-                    salt += 1
-                    new_id = make_message_id(conv, seq, msg, salt)
-                hints["id_assigned"] = True
-                msg = msg.model_copy(update={"id": new_id, "hints": hints})
-            taken.add(msg.id)  # type: ignore[arg-type]
-            out.append(StoredMessage(message=msg, conversation=conv, seq=seq, at=at, tokens=message_tokens(msg)))
+            msg = msg.model_copy(update={"hints": hints, "id": None})
+            salt = 0
+            stamp = format_timestamp(at)
+            new_id = make_message_id(conv, seq, msg, salt, stamp)
+            while new_id in taken or self.catalog.get(new_id) is not None:
+                salt += 1
+                new_id = make_message_id(conv, seq, msg, salt, stamp)
+            taken.add(new_id)
+            msg = msg.model_copy(update={"id": new_id})
+            out.append(StoredMessage(message=msg, conversation=conv, seq=seq, at=at, tokens=message_tokens(msg),
+                                     prev=prev, key=inc.key, lane=inc.lane, thread=inc.thread))
+            prev = new_id
+        days = {sm.day for sm in out}
+        if len(days) > 1:
+            batch_id = hashlib.sha256("\0".join(sm.id for sm in out).encode()).hexdigest()[:12]
+            out = [replace(sm, batch=(batch_id, len(out))) for sm in out]
         return out
+
+    def _write(self, conv: str, stored: list[StoredMessage]) -> list[str]:
+        store = FileStore(self.layout, self.layout.files_dir(conv))
+        by_day: dict[str, list[bytes]] = defaultdict(list)
+        for sm in stored:
+            by_day[sm.day].append(render_entry(sm, store, count_tokens=count_tokens,
+                                               large_tokens=self.large_payload_tokens))
+        try:
+            store.commit()
+        except OSError as exc:
+            raise StorageError.from_os(exc, self.layout.files_dir(conv), "write a payload file in") from None
+        done: list[tuple[Path, int, bool]] = []  # (path, offset before, created) of each append, for rollback
+        writes: list[tuple[str, Path, list[ParsedEntry]]] = []
+        new_days: list[str] = []
+        for day, blobs in sorted(by_day.items()):
+            path = self.layout.inside(self.layout.log_path(conv, day))
+            created = not path.exists()
+            blob = b"".join(blobs)
+            if created:
+                blob = day_header(conv, day, self.home_link(conv)) + blob
+            try:
+                start = durable_append(path, blob)
+            except BaseException as exc:
+                self._roll_back(done)
+                if isinstance(exc, OSError):
+                    raise StorageError.from_os(exc, path, "append to") from None
+                raise
+            done.append((path, start, created))
+            if created:
+                new_days.append(day)
+            rel = self.layout.relative(path)
+            entries = [e for e in iter_entries(blob, path=rel, base_offset=start) if isinstance(e, ParsedEntry)]
+            writes.append((rel, path, entries))
+        # Durable: the call has succeeded. Derived state follows, and catches up by itself if this fails.
+        try:
+            self.catalog.record_append(conv, writes, {sm.id: sm.seq for sm in stored})
+        except (VaultLCMError, OSError):
+            pass
+        return new_days
+
+    def _roll_back(self, done: list[tuple[Path, int, bool]]) -> None:
+        for path, start, created in reversed(done):
+            try:
+                if created:
+                    path.unlink()
+                    fsync_dir(path.parent)
+                else:
+                    truncate(path, start)
+            except OSError:
+                pass  # what could not be cut is an incomplete batch: readers ignore it, the next writer cuts it
 
     # -- reading -----------------------------------------------------------------
 
+    def _store(self, conv: str) -> FileStore:
+        return FileStore(self.layout, self.layout.files_dir(conv))
+
     def read_row(self, row: MessageRow) -> Message:
-        path = self.layout.root / row.path
-        with path.open("rb") as fh:
-            fh.seek(row.start)
-            data = fh.read(row.end - row.start)
-        entries = [e for e in iter_entries(data, path=row.path, base_offset=row.start) if isinstance(e, ParsedEntry)]
-        if not entries or entries[0].id != row.id:
-            # The file changed under the catalog: re-read it and try once more.
-            self.sync(row.conv)
-            fresh = self.catalog.get(row.id)
-            if fresh is None or fresh == row:
-                raise CorruptVaultError(f"message {row.id} is not where the catalog says", path=row.path)
-            return self.read_row(fresh)
-        return decode_entry(entries[0], FileStore(self.layout.files_dir(row.conv)))
+        return self.read_rows([row])[0][1]
 
     def read_rows(self, rows: Sequence[MessageRow]) -> list[tuple[MessageRow, Message]]:
-        """Read several messages, each by its byte span (cost follows the rows, not the log)."""
-        out = []
+        """Several messages, each read by its byte span (one open per file; cost follows the rows)."""
+        out: list[tuple[MessageRow, Message] | None] = [None] * len(rows)
+        by_path: dict[str, list[int]] = defaultdict(list)
+        for i, row in enumerate(rows):
+            by_path[row.path].append(i)
         stores: dict[str, FileStore] = {}
-        for row in rows:
-            store = stores.setdefault(row.conv, FileStore(self.layout.files_dir(row.conv)))
-            path = self.layout.root / row.path
-            with path.open("rb") as fh:
-                fh.seek(row.start)
-                data = fh.read(row.end - row.start)
-            entries = [e for e in iter_entries(data, path=row.path, base_offset=row.start) if isinstance(e, ParsedEntry)]
-            if entries and entries[0].id == row.id:
-                out.append((row, decode_entry(entries[0], store)))
-            else:
-                out.append((row, self.read_row(row)))
-        return out
+        for rel, indexes in by_path.items():
+            path = self.layout.inside(self.layout.root / rel)
+            try:
+                fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+            except OSError as exc:
+                raise CorruptVaultError(f"cannot read the log ({exc.strerror})", path=rel) from None
+            try:
+                for i in indexes:
+                    row = rows[i]
+                    data = os.pread(fd, row.end - row.start, row.start)
+                    entry = next((e for e in iter_entries(data, path=rel, base_offset=row.start)
+                                  if isinstance(e, ParsedEntry)), None)
+                    if entry is None or entry.id != row.id:
+                        out[i] = (row, self._reread(row))
+                        continue
+                    store = stores.setdefault(row.conv, self._store(row.conv))
+                    out[i] = (row, decode_entry(entry, store))
+            finally:
+                os.close(fd)
+        return [x for x in out if x is not None]
+
+    def _reread(self, row: MessageRow) -> Message:
+        """The file changed under the catalog: catch up and read the message where it is now."""
+        self.sync(row.conv)
+        fresh = self.catalog.get(row.id)
+        if fresh is None or fresh == row:
+            raise CorruptVaultError(f"message {row.id} is not where the catalog says; run `vaultlcm reindex`",
+                                    path=row.path)
+        return self.read_rows([fresh])[0][1]
 
     def get(self, msg_id: str) -> tuple[MessageRow, Message]:
         row = self.catalog.get(msg_id)
@@ -217,24 +318,31 @@ class MessageLog:
                 self.sync(conv)
             row = self.catalog.get(msg_id)
         if row is None:
-            raise NotFoundError(f"no message with id {msg_id!r}; list ids with `vaultlcm export -c CONV` or `vaultlcm grep`")
+            raise NotFoundError(f"no message with id {msg_id!r}; find ids with `vaultlcm grep` or `vaultlcm export -c CONV`")
         return row, self.read_row(row)
 
-    def read_conversation(self, conv: str) -> list[tuple[MessageRow, Message]]:
-        """Every message of ``conv`` in order, reading each log file once."""
+    def iter_conversation(self, conv: str, *, batch: int = 2000) -> Iterator[tuple[MessageRow, Message]]:
+        """Every message of ``conv`` in order, a batch of rows at a time (memory stays flat)."""
         self.sync(conv)
-        rows = self.catalog.rows(conv)
-        by_path: dict[str, dict[int, ParsedEntry]] = {}
-        store = FileStore(self.layout.files_dir(conv))
-        out = []
-        for row in rows:
-            if row.path not in by_path:
-                data = (self.layout.root / row.path).read_bytes()
-                by_path[row.path] = {
-                    e.start: e for e in iter_entries(data, path=row.path) if isinstance(e, ParsedEntry)
-                }
-            entry = by_path[row.path].get(row.start)
-            if entry is None or entry.id != row.id:
-                raise CorruptVaultError(f"message {row.id} is not where the catalog says", path=row.path)
-            out.append((row, decode_entry(entry, store)))
-        return out
+        after = 0
+        while True:
+            rows = self.catalog.execute(
+                "SELECT * FROM messages WHERE conv=? AND seq>? ORDER BY seq LIMIT ?", (conv, after, batch))
+            if not rows:
+                return
+            chunk = [MessageRow(*r) for r in rows]
+            yield from self.read_rows(chunk)
+            after = chunk[-1].seq
+
+    def read_conversation(self, conv: str) -> list[tuple[MessageRow, Message]]:
+        """Every message of ``conv`` in order."""
+        return list(self.iter_conversation(conv))
+
+    def fix_final_newline(self, rel: str) -> bool:
+        """Add the missing final newline of a hand-edited log (what ``doctor --fix`` may do); True if it did."""
+        path = self.layout.inside(self.layout.root / rel)
+        data = read_file(path)
+        if not data or data.endswith(b"\n"):
+            return False
+        durable_append(path, b"\n")
+        return True

@@ -59,12 +59,9 @@ def build_sample_vault(root: Path, *, budget: int = 16_000) -> DemoReport:
         raise UsageError(f"{root} exists and is not a vault; choose an empty or new folder for the demo")
     settings = Settings()
     with Vault.init(root, settings=settings, environ={}, clock=lambda: SAMPLE_CLOCK) as vault:
-        if (root / "conversations" / SAMPLE_CONVERSATION).exists():
-            # Built before: keep it (running the demo twice must not duplicate the transcript).
-            vault.sync(SAMPLE_CONVERSATION)
-            ids = [r.id for r in vault.catalog.rows(SAMPLE_CONVERSATION)]
-        else:
-            ids = vault.ingest_bytes(SAMPLE_CONVERSATION, sample_transcript(), format="native", source="sample_transcript.jsonl")
+        # Safe to run twice: re-importing the transcript stores nothing new.
+        ids = vault.ingest_bytes(SAMPLE_CONVERSATION, sample_transcript(), format="native",
+                                 source="sample_transcript.jsonl").ids
         vault.compact(SAMPLE_CONVERSATION, force=True)
         ctx = vault.assemble(SAMPLE_CONVERSATION, budget, compact=False)
         depths = Counter(s.depth for s in vault.dag.all(SAMPLE_CONVERSATION))

@@ -21,11 +21,12 @@ from .catalog import Catalog
 from .compaction import CompactionReport, Compactor
 from .dag import Dag
 from .indexing import IndexKeeper, parse_when
-from .errors import InputFormatError, NotFoundError, UsageError
-from .fsutil import atomic_write
-from .layout import VaultLayout, init_vault
-from .logcodec import StoredMessage
-from .messages import Message, message_from_native
+from .errors import InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
+from .formats import Incoming
+from .fsutil import atomic_write, read_file
+from .ingest import IngestReport, incoming_from_api, incoming_from_document
+from .layout import VaultLayout, choose_state_dir, init_vault
+from .messages import Message
 from .msglog import MessageLog
 from .names import validate_conversation_name
 from .settings import Settings, default_toml, load_settings
@@ -52,10 +53,14 @@ class Vault:
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] = _utcnow,
     ) -> None:
-        self.layout = VaultLayout(Path(root).resolve()).require_vault()
+        root_path = VaultLayout(Path(root).resolve()).require_vault().root
+        self.environ = os.environ if environ is None else environ
+        state, reason = choose_state_dir(root_path, self.environ)
+        #: Why the vault cannot be written (``None`` when it can); reading works either way.
+        self.read_only: str | None = reason
+        self.layout = VaultLayout(root_path, state)
         self.root = self.layout.root
         self.settings = settings or load_settings(self.layout.settings_path, environ)
-        self.environ = os.environ if environ is None else environ
         self.clock = clock
         self.catalog = Catalog(self.root, self.layout.catalog_path)
         self.log = MessageLog(
@@ -105,40 +110,49 @@ class Vault:
 
     # -- writing -----------------------------------------------------------------
 
-    def ingest(self, conversation: str, messages: Iterable[Message | Mapping[str, Any]]) -> list[str]:
-        """Append messages (``Message`` objects or native dicts) to a conversation; returns their ids.
+    def ingest(
+        self, conversation: str, messages: Iterable[Message | Mapping[str, Any]], *, format: str = "native",
+        dedupe: bool = False,
+    ) -> list[str]:
+        """Append messages to a conversation; returns their ids.
 
-        All or nothing: every message is validated before the first byte is written.
-        Messages are durable (fsynced) when this returns.
+        ``messages`` are ``Message`` objects or records in ``format`` (native dicts by
+        default; ``"anthropic"`` or ``"openai"`` for a provider's message shapes, such
+        as a model's reply). All or nothing: every message is validated before the
+        first byte is written, and the messages are durable (fsynced) when this
+        returns. A record's own ``id`` is kept as data; the vault assigns its own ids.
+        With ``dedupe``, messages already stored by an earlier call with the same list
+        are not stored again (their existing ids are returned).
         """
         conv = validate_conversation_name(conversation)
-        prepared: list[Message] = []
-        for i, m in enumerate(messages):
-            if isinstance(m, Message):
-                prepared.append(m)
-            else:
-                try:
-                    prepared.append(message_from_native(dict(m)))
-                except InputFormatError as exc:
-                    raise InputFormatError(f"message {i + 1} of {conv!r} batch: {exc}") from None
-        return [sm.id for sm in self._append(conv, prepared)]
+        incoming = incoming_from_api(messages, conv, keyed=dedupe, format=format)
+        return self._store(conv, incoming, dedupe=dedupe, fmt=format).ids
 
-    def ingest_bytes(self, conversation: str, data: bytes, *, format: str = "auto", source: str = "<input>") -> list[str]:
-        """Parse a transcript (JSON array or JSON Lines) in ``format`` and ingest it."""
+    def ingest_bytes(
+        self, conversation: str, data: bytes, *, format: str = "auto", source: str = "<input>",
+        skip_bad_lines: bool = False, keep_bad_timestamps: bool = False, allow_duplicates: bool = False,
+    ) -> IngestReport:
+        """Parse a transcript (JSON Lines, a JSON array, or one object holding ``messages``) and ingest it.
+
+        Re-importing a file, or a longer version of it, stores each record once
+        (``allow_duplicates`` stores every record again).
+        """
         conv = validate_conversation_name(conversation)
-        records = formats.read_records(data, source=source)
-        if not records:
-            raise InputFormatError("no messages found (the input is empty)", source=source)
-        fmt = formats.detect_format(records, source=source) if format == "auto" else format
-        if fmt not in formats.FORMATS:
-            raise UsageError(f"unknown format {format!r}; choose one of auto, {', '.join(formats.FORMATS)}")
-        messages = formats.parse(fmt, records, source=source)
-        return [sm.id for sm in self._append(conv, messages)]
+        fmt, incoming, skipped = incoming_from_document(
+            data, source=source, format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps)
+        report = self._store(conv, incoming, dedupe=not allow_duplicates, fmt=fmt)
+        report.skipped_lines = skipped
+        return report
 
-    def ingest_file(self, conversation: str, path: str | os.PathLike[str], *, format: str = "auto") -> list[str]:
-        """Ingest a transcript file (``-`` reads standard input)."""
+    def ingest_file(
+        self, conversation: str, path: str | os.PathLike[str], *, format: str = "auto", skip_bad_lines: bool = False,
+        keep_bad_timestamps: bool = False, allow_duplicates: bool = False,
+    ) -> IngestReport:
+        """Ingest a transcript file (``-`` reads standard input); see :meth:`ingest_bytes`."""
+        options = dict(format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps,
+                       allow_duplicates=allow_duplicates)
         if str(path) == "-":
-            return self.ingest_bytes(conversation, sys.stdin.buffer.read(), format=format, source="<stdin>")
+            return self.ingest_bytes(conversation, sys.stdin.buffer.read(), source="<stdin>", **options)  # type: ignore[arg-type]
         p = Path(path)
         try:
             data = p.read_bytes()
@@ -146,28 +160,64 @@ class Vault:
             raise InputFormatError("file not found; check the path", source=str(p)) from None
         except IsADirectoryError:
             raise InputFormatError("is a folder; give a transcript file", source=str(p)) from None
-        return self.ingest_bytes(conversation, data, format=format, source=str(p))
+        except OSError as exc:
+            raise InputFormatError(f"cannot be read ({exc.strerror})", source=str(p)) from None
+        return self.ingest_bytes(conversation, data, source=str(p), **options)  # type: ignore[arg-type]
 
-    def _append(self, conv: str, messages: Sequence[Message]) -> list[StoredMessage]:
-        stored = self.log.append(conv, messages, on_new_day=lambda day: self._on_new_day(conv))
-        self._after_append(conv, stored)
-        return stored
+    def _store(self, conv: str, incoming: list[Incoming], *, dedupe: bool, fmt: str) -> IngestReport:
+        self._require_writable("ingest")
+        result = self.log.append(conv, incoming, dedupe=dedupe)
+        report = IngestReport(conv, fmt, new=len(result.stored), already_stored=result.skipped)
+        if result.skipped:
+            # ids in input order, the already-stored ones looked up by their import keys
+            by_key = self._ids_for_keys(conv, [i.key for i in incoming if i.key])
+            new_ids = iter(sm.id for sm in result.stored)
+            stored_keys = {sm.key for sm in result.stored}
+            report.ids = [next(new_ids) if (not i.key or i.key in stored_keys) else by_key.get(i.key, "")
+                          for i in incoming]
+        else:
+            report.ids = [sm.id for sm in result.stored]
+        if result.new_days:
+            self._derived(lambda: self._on_new_day(conv))
+        return report
+
+    def _ids_for_keys(self, conv: str, keys: list[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            q = f"SELECT key, id FROM messages WHERE conv=? AND key IN ({','.join('?' * len(chunk))})"
+            out.update((k, v) for k, v in self.catalog.execute(q, (conv, *chunk)))
+        return out
+
+    def _derived(self, update: Callable[[], None]) -> None:
+        """Update derived files (the home note) after a write that has already succeeded.
+
+        A failure here (a full disk) must not turn a durable ingest into an error:
+        the next write or ``doctor --fix`` regenerates them.
+        """
+        try:
+            update()
+        except (OSError, VaultLCMError):
+            pass
+
+    def _require_writable(self, doing: str) -> None:
+        if self.read_only:
+            raise StorageError(
+                f"cannot {doing}: the vault {self.root} is read-only ({self.read_only}); reading commands "
+                "(status, grep, show, export, describe, expand, assemble) still work"
+            )
 
     def _on_new_day(self, conv: str) -> None:
+        """Rewrite the conversation's home note (a derived view) if its text changed."""
         from .home import render_home
 
-        atomic_write(self.layout.home_note(conv), render_home(self, conv).encode("utf-8"))
-
-    def _after_append(self, conv: str, stored: list[StoredMessage]) -> None:
-        """Nothing derived is updated on the ingest path.
-
-        The index follows at search time (see ``IndexKeeper.follow``): indexing on every
-        ingest made the agent path wait on the index's commit thread (p99 x10 with Whoosh).
-        """
+        if self.read_only:
+            return
+        atomic_write(self.layout.inside(self.layout.home_note(conv)), render_home(self, conv).encode("utf-8"))
 
     def _after_compaction(self, conv: str, report: CompactionReport) -> None:
         if report.created or report.refreshed:
-            self._on_new_day(conv)
+            self._derived(lambda: self._on_new_day(conv))
 
     # -- reading -----------------------------------------------------------------
 
@@ -205,10 +255,11 @@ class Vault:
                 "id": row.id,
                 "conversation": row.conv,
                 "path": row.path,
-                "text": (self.root / row.path).read_text(encoding="utf-8"),
+                "text": read_file(self.layout.inside(self.root / row.path)).decode("utf-8", errors="replace"),
             }
         mrow, msg = self.log.get(item_id)
-        return {"kind": "message", "id": mrow.id, "conversation": mrow.conv, "seq": mrow.seq, "path": mrow.path, "message": msg.to_export()}
+        return {"kind": "message", "id": mrow.id, "conversation": mrow.conv, "seq": mrow.seq, "at": mrow.at,
+                "role": mrow.role, "path": mrow.path, "message": msg.to_native()}
 
     def _summary(self, summary_id: str) -> Any:
         row = self.dag.get(summary_id)
