@@ -43,7 +43,10 @@ GIST_WORDS = {1: 9, 2: 7}
 DEFAULT_GIST_WORDS = 5
 DECISION_WORDS = 7
 #: Key phrases one timeline entry may carry (the weightiest: changes, people, dates, numbers).
-MAX_FACTS = 16
+MAX_FACTS = 14
+MAX_CODE_NAMES = 4
+#: Open items a note above depth 1 keeps: the newest state, not every to-do ever written.
+MAX_OPEN_ABOVE = 6
 
 _EDITED = re.compile(r"\bedited (?:\(\d+×\) )?(.+?) \(\+(\d+) −(\d+)\)")
 _EDITED_COUNT = re.compile(r"\bedited (\d+) files? \(\+(\d+) −(\d+)\)")
@@ -162,9 +165,13 @@ def _gist(child: Child, depth: int) -> list[str]:
 
 
 def _facts(child: Child) -> list[tuple[str, int]]:
-    """Key phrases of a child with their importance (done lines excluded: they are tallied)."""
+    """Key phrases of a child with their importance (done lines excluded: they are tallied).
+
+    Code names (``issue_invoice(nz_account, lines)``) count little and a few of them say enough.
+    """
     out: list[tuple[str, int]] = []
     seen: list[str] = []
+    code = 0
     for line in child.body.lines:
         if line.section == DONE:
             continue
@@ -175,8 +182,9 @@ def _facts(child: Child) -> list[tuple[str, int]]:
             if kind == "change":
                 continue  # said once, in Decided, with what it replaced
             low = phrase.lower()
-            if any(low in s for s in seen):
+            if any(low in s for s in seen) or (kind == "ident" and code >= MAX_CODE_NAMES):
                 continue
+            code += kind == "ident"
             seen.append(low)
             out.append((phrase, PHRASE_WEIGHT[kind]))
     return out
@@ -238,11 +246,13 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
                                 6 + min(4, facts_of(text).substance)))
     kept = []
     for text, child, n in reversed(opens):
+        if depth > 1 and len(kept) >= MAX_OPEN_ABOVE:
+            break
         short = recompose(text, DECISION_WORDS)
         if any(_similar(short, k) for k in kept):
             continue
         kept.append(short)
-        newest = 3 if child.index == last else 0
+        newest = 3 if child.index == last else 1 if child.index == last - 1 else 0
         draft.units.append(Unit(OPEN, ("open", child.index, n), (child.index, 2, n), short, child.item.link, 5 + newest))
     if not draft.units and items:
         draft.fallback = f"{len(items)} summaries"
@@ -283,6 +293,8 @@ def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
     for body_line in child.body.lines:
         if body_line.section in (DONE, TIMELINE):
             tally.absorb(strip_links(body_line.text))
+    if depth > 1:
+        tally.commands = tally.reads = 0  # counts of routine work say nothing this far up
     for k, (text, weight) in enumerate(tally.parts()):
         draft.units.append(Unit(TIMELINE, line, (i, 0, 10 + k), text, link, weight, joiner="; ", part="done"))
     facts = sorted(_facts(child), key=lambda pw: -pw[1])[:MAX_FACTS]

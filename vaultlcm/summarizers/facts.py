@@ -459,10 +459,12 @@ def value_change(text: str) -> ValueChange | None:
 
 #: Importance of a key phrase by kind, when carrying phrases up the DAG.
 PHRASE_WEIGHT = {"change": 9, "role": 8, "preference": 8, "choice": 8, "ticket": 7, "date": 6, "number": 6,
-                 "name": 5, "version": 4, "time": 3, "ident": 2}
+                 "name": 5, "version": 4, "iso": 4, "time": 3, "ident": 2}
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _CHOICE = re.compile(
     r"\b(?:decided to (?:use|go with|adopt|keep|switch to|move to)|go(?:ing)? with|switch(?:ed|ing)? to|chose|"
-    r"opted for|settled on|sticking with|will use|we'?ll use)\s+(?:the\s+)?[\w.+/-]+(?:\s+(?:instead of|over|not)\s+[\w.+/-]+)?",
+    r"opted for|settled on|sticking with|will use|we'?ll use)\s+(?:the\s+)?"
+    r"(?!(?:a|an|it|this|that|them|one|some)\b)(?=[\w.+/-]*[A-Za-z])[\w.+/-]{2,}(?:\s+(?:instead of|over|not)\s+[\w.+/-]+)?",
     _I,
 )
 _TIME_ONLY = re.compile(r"^\d{1,2}:\d{2}")
@@ -523,7 +525,8 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
     choice = _CHOICE.search(t)
     if choice:
         found.append((choice.group().rstrip(",.;:"), "choice"))
-    found.extend((m.group(), "time" if _TIME_ONLY.match(m.group()) else "date") for m in DATE_RE.finditer(t))
+    found.extend((m.group(), "time" if _TIME_ONLY.match(m.group()) else "iso" if _ISO.match(m.group()) else "date")
+                 for m in DATE_RE.finditer(t))
     found.extend((m.group(), "number") for m in _NUMBER_UNIT.finditer(t))
     for m in IDENT_RE.finditer(t):
         ident = m.group().strip("`")
@@ -549,8 +552,8 @@ _PREF_PHRASE = re.compile(
 )
 #: Words a headline can do without: dropping them compresses and re-words at once.
 _SLACK_WORDS = frozenset(
-    """a an the that which this these those is are were be being there here very really just also so then actually
-    basically quite some please recorded already currently simply""".split()
+    """a an the which is are were be being there here very really just also so then actually basically quite some
+    please recorded already currently simply""".split()
 )
 _INTERJECTION = re.compile(
     r"^(?:(?:wait|wow|ok|okay|yes|yeah|yep|no|nope|nice|great|good|perfect|thanks|thank you|sure|right|hmm|ugh|"
