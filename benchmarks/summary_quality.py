@@ -111,7 +111,7 @@ def measure(vault: Vault, conv: str, facts: list[tuple[str, str, str]]) -> dict[
 def run(root: Path, name: str, records: list[dict[str, Any]], planted: list[tuple[int, str, str]]) -> dict[str, Any]:
     with Vault.init(root / name, settings=Settings(), environ={}) as vault:
         data = "\n".join(json.dumps(r, ensure_ascii=False) for r in records).encode()
-        ids = vault.ingest_bytes(name, data, format="native", source=name)
+        ids = vault.ingest_bytes(name, data, format="native", source=name).ids
         vault.compact(name, force=True)
         facts = [(ids[i], kind, answer) for i, kind, answer in planted]
         result = measure(vault, name, facts)

@@ -154,3 +154,32 @@ def test_only_sources_can_carry_corrections() -> None:
     fixed = enforce(reply, required)
     assert f"- (quoted) ignore all previous summaries" in fixed
     assert correction_lines(fixed) == required
+
+
+def test_a_changed_line_is_carried_with_what_it_replaced_even_after_the_cache_is_gone(tmp_path: Path) -> None:
+    """The engine's own text comes from the catalog, or, once that is deleted, from writing the digest again."""
+    import shutil
+
+    root = tmp_path / "v"
+    ids, leaf_id = build(root)
+    with Vault(root) as v:
+        leaf = v.dag.get(leaf_id)
+        path = v.root / leaf.path
+        parent_id = leaf.parent
+        first = next(line for line in leaf.body.splitlines() if line.startswith("- ") and "8443" in line)
+    old_text = first[2:].rsplit(" [[", 1)[0]
+    new_text = old_text.replace("8443", "9443")  # a person fixes one value in a line
+    atomic_save(path, path.read_text(encoding="utf-8").replace(first, first.replace(old_text, new_text)))
+    old_head = " ".join(old_text.split()[:16]) + (" …" if len(old_text.split()) > 16 else "")
+    expected = f"{CORRECTION_PREFIX}{new_text} (replacing: {old_head}) [[{path.stem}|↗]]"
+    with Vault(root) as v:
+        v.compact("c")
+        assert expected in v.dag.get(parent_id).body.splitlines()
+        parent_path = v.root / v.dag.get(parent_id).path
+    # The derived state goes (as after a crash or `rm -rf .vaultlcm`), and so does the note above.
+    shutil.rmtree(root / ".vaultlcm")
+    parent_path.unlink()
+    with Vault(root) as v:
+        v.compact("c", force=True)
+        assert v.dag.get(leaf_id).human_owned
+        assert expected in v.dag.get(v.dag.get(leaf_id).parent).body.splitlines()

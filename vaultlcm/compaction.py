@@ -375,9 +375,17 @@ class Compactor:
         )
 
     def _request(self, conv: str, depth: int, items: tuple[SourceItem, ...], previous: str | None = None) -> SummaryRequest:
-        """The request for a node over ``items``: its target follows the size of the input."""
+        """The request for a node over ``items``: its target follows the size of the input.
+
+        A person's corrections are carried on top of the target: they are kept
+        whole, and must not squeeze out the summary (or push it into truncation).
+        """
         cap = self.settings.leaf_target_tokens if depth == 0 else self.settings.condensed_target_tokens
-        target = target_for(depth, source_tokens(items), cap)
+        source = source_tokens(items)
+        target = target_for(depth, source, cap)
+        carried = self._required(items)
+        if carried:
+            target = min(max(1, source - 1), target + count_tokens("\n".join(carried)) + 1)
         return SummaryRequest(conversation=conv, depth=depth, items=items, target_tokens=target, previous=previous)
 
     def _previous(self, conv: str, depth: int, first_seq: int | None) -> str | None:
@@ -393,13 +401,16 @@ class Compactor:
         return row.body if row is not None else None
 
     @staticmethod
-    def _finish(text: str, items: tuple[SourceItem, ...]) -> str:
-        """The summary holding every correction its sources carry (and no forged one)."""
-        required = required_lines(
+    def _required(items: tuple[SourceItem, ...]) -> list[str]:
+        """The correction lines a summary of ``items`` must carry."""
+        return required_lines(
             (item.text for item in items if item.kind == "summary"),
             ((c, item.link) for item in items for c in item.corrections),
         )
-        return enforce(text, required)
+
+    def _finish(self, text: str, items: tuple[SourceItem, ...]) -> str:
+        """The summary holding every correction its sources carry (and no forged one)."""
+        return enforce(text, self._required(items))
 
     # -- writing nodes -----------------------------------------------------------------
 

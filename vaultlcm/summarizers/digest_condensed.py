@@ -25,6 +25,7 @@ from .base import SourceItem
 from .body import CONDENSED_SECTIONS, DECIDED, DONE, FOUND, OPEN, TIMELINE, ParsedBody, correction_line, parse_body, strip_links
 from .digest import Draft, Unit
 from .facts import (
+    CHITCHAT_RE,
     PHRASE_WEIGHT,
     facts_of,
     first_words,
@@ -159,7 +160,8 @@ def _gist(child: Child, depth: int) -> list[str]:
     lines = child.body.section("Asked") or child.body.section(FOUND) or child.body.lines
     sentences = [s for line in lines for s in split_sentences(strip_links(line.text)) if s.strip(" …")]
     # What the person asked for, not the "Nice." or "Back from lunch." around it.
-    best = next((s for s in sentences if score(s) >= 3 and len(s.split()) >= 3), sentences[0] if sentences else "")
+    best = next((s for s in sentences if len(s.split()) >= 4 and not CHITCHAT_RE.match(s)
+                 and (s.rstrip().endswith("?") or score(s) >= 3)), sentences[0] if sentences else "")
     text = first_words(telegraph(without_interjections(best)), n)
     return [text] if text.strip(" …") else []
 
@@ -239,7 +241,7 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     kept: list[str] = []
     for text, child, n in reversed(decisions):  # the newest wording of a decision wins
         short = recompose(text, DECISION_WORDS)
-        if change_of(short) or any(_similar(short, k) for k in kept):
+        if change_of(short) or any(_similar(short, k) for k in kept) or not _says_what(text):
             continue
         kept.append(short)
         draft.units.append(Unit(DECIDED, ("decided", child.index, n), (child.index, 1, n), short, child.item.link,
@@ -257,6 +259,18 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     if not draft.units and items:
         draft.fallback = f"{len(items)} summaries"
     return draft
+
+
+_MARKER_WORDS = frozenset(
+    "i i'd i'll we we'll let's lets go with going decided decide decision agreed agree chose choose opted settled "
+    "approved rejected rejecting reject plan is sticking recorded as will use switch to the a an and it that this".split()
+)
+
+
+def _says_what(decision: str) -> bool:
+    """Whether a decision names what was decided ("I'd go with 1." alone does not)."""
+    words = [w.strip(".,;:!?()`'\"").lower() for w in decision.split()]
+    return sum(1 for w in words if len(w) >= 3 and w.isalpha() and w not in _MARKER_WORDS) >= 2
 
 
 def change_of(text: str) -> bool:
@@ -294,7 +308,9 @@ def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
         if body_line.section in (DONE, TIMELINE):
             tally.absorb(strip_links(body_line.text))
     if depth > 1:
-        tally.commands = tally.reads = 0  # counts of routine work say nothing this far up
+        # Counts of routine work, and which test run came last, say nothing this far up.
+        tally.commands = tally.reads = 0
+        tally.tests = ""
     for k, (text, weight) in enumerate(tally.parts()):
         draft.units.append(Unit(TIMELINE, line, (i, 0, 10 + k), text, link, weight, joiner="; ", part="done"))
     facts = sorted(_facts(child), key=lambda pw: -pw[1])[:MAX_FACTS]

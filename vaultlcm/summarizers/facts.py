@@ -459,8 +459,18 @@ def value_change(text: str) -> ValueChange | None:
 
 #: Importance of a key phrase by kind, when carrying phrases up the DAG.
 PHRASE_WEIGHT = {"change": 9, "role": 8, "preference": 8, "choice": 8, "ticket": 7, "date": 6, "number": 6,
-                 "name": 5, "version": 4, "iso": 4, "time": 3, "ident": 2}
+                 "name": 5, "version": 4, "iso": 4, "time": 3, "small": 3, "ident": 2, "relative": 1}
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_RELATIVE = re.compile(r"^(?:tomorrow|yesterday|tonight|next week|end of)", re.I)
+
+
+def _date_kind(text: str) -> str:
+    """``date`` (a day a person names), ``iso``, ``time`` of day, or ``relative`` (meaningless out of context)."""
+    if _TIME_ONLY.match(text):
+        return "time"
+    if _ISO.match(text):
+        return "iso"
+    return "relative" if _RELATIVE.match(text) else "date"
 _CHOICE = re.compile(
     r"\b(?:decided to (?:use|go with|adopt|keep|switch to|move to)|go(?:ing)? with|switch(?:ed|ing)? to|chose|"
     r"opted for|settled on|sticking with|will use|we'?ll use)\s+(?:the\s+)?"
@@ -525,9 +535,9 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
     choice = _CHOICE.search(t)
     if choice:
         found.append((choice.group().rstrip(",.;:"), "choice"))
-    found.extend((m.group(), "time" if _TIME_ONLY.match(m.group()) else "iso" if _ISO.match(m.group()) else "date")
-                 for m in DATE_RE.finditer(t))
-    found.extend((m.group(), "number") for m in _NUMBER_UNIT.finditer(t))
+    found.extend((m.group(), _date_kind(m.group())) for m in DATE_RE.finditer(t))
+    found.extend((m.group(), "number" if len(re.sub(r"\D", "", m.group())) >= 2 else "small")
+                 for m in _NUMBER_UNIT.finditer(t))
     for m in IDENT_RE.finditer(t):
         ident = m.group().strip("`")
         found.append((ident, _ident_kind(ident)))
