@@ -513,4 +513,4 @@ def test_unknown_formats() -> None:
     with pytest.raises(UsageError):
         parse("gemini", [], source="x")
     with pytest.raises(UsageError, match="native, openai, anthropic"):
-        to_records("claude-code", [])
+        to_records("gemini", [])

@@ -176,7 +176,7 @@ def test_edited_raw_log_marks_leaf_stale(tmp_path: Path) -> None:
     assert "EDITED-IN-LOG" in v.get_message(ids[0]).text
     assert leaf_of(v, ids[0]).stale
     d = v.doctor()
-    assert any(p["kind"] == "log_edit" for p in d["problems"])
+    assert any(p["kind"] == "log_edit" for p in d["warnings"])
     v.close()
 
 
@@ -194,11 +194,11 @@ def test_doctor_names_every_damage_and_fix_cleans(tmp_path: Path) -> None:
     # 2 invalid YAML in another note
     p2 = v.root / leaves[1].path
     p2.write_text(p2.read_text().replace('level: "normal"', "level: [broken"))
-    # 3 orphan payload file, 4 temp file, 5 stale lock
+    # 3 orphan payload file (whose bytes do not match its name either), 4 temp file, 5 a person's symlink
     (conv_dir / "files").mkdir(exist_ok=True)
     (conv_dir / "files/file_0123456789abcdef.txt").write_text("nobody points here")
     (conv_dir / "summaries/.vaultlcm-tmp-abc").write_text("half")
-    (v.layout.locks_dir / "gone.lock").write_text("")
+    (conv_dir / "summaries/elsewhere.md").symlink_to(tmp_path.parent / "outside.md")
     # 6 torn log tail
     log = v.root / v.catalog.get(ids[-1]).path
     with log.open("ab") as fh:
@@ -219,25 +219,32 @@ def test_doctor_names_every_damage_and_fix_cleans(tmp_path: Path) -> None:
     assert r.exit_code == 1
     report = json.loads(r.stdout)
     kinds = {p["kind"] for p in report["problems"]}
-    for expected in ("broken_link", "invalid_note", "orphan_file", "stale_lock", "log_edit", "fallback", "stale"):
+    for expected in ("broken_link", "invalid_note", "payload_mismatch", "unsafe_entry"):
         assert expected in kinds, f"{expected} not reported: {sorted(kinds)}"
-    notes = {n["kind"] for n in report["notes"]}
-    assert {"torn_log", "temp_file"} <= notes  # crash leftovers: harmless, reported, fixed by --fix
-    assert "index_drift" in notes  # derived lag: reported and caught up
+    warnings = {w["kind"] for w in report["warnings"]}
+    for expected in ("orphan_file", "log_edit", "fallback", "stale", "torn_log", "temp_file"):
+        assert expected in warnings, f"{expected} not reported: {sorted(warnings)}"
+    assert "index_caught_up" in {n["kind"] for n in report["notes"]}  # derived lag: information only
     invalid = [p["detail"] for p in report["problems"] if p["kind"] == "invalid_note"]
     assert invalid and leaves[1].path in invalid[0] and "'level'" in invalid[0], invalid
+    text = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor"]).stdout
+    assert "warning [torn_log] [fix]:" in text and "problem [invalid_note]:" in text
 
     r = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor", "--fix", "--json"])
     report = json.loads(r.stdout)
     left = {p["kind"] for p in report["problems"]}
-    assert not {"torn_log", "temp_file"} & {n["kind"] for n in report["notes"]}
-    # What --fix must not touch: the person's broken notes (named, left for them) and the orphan file.
-    assert left <= {"broken_link", "invalid_note", "orphan_file"}, report["problems"]
-    # repair the person's notes by hand and delete the orphan: then doctor is clean
+    assert not report["warnings"], report["warnings"]
+    # What --fix must not touch: the person's broken notes and their symlink (named, left for them).
+    assert left <= {"broken_link", "invalid_note", "unsafe_entry"}, report["problems"]
+    assert not (conv_dir / "files/file_0123456789abcdef.txt").exists()  # the crash leftover is gone
+    # repair the person's notes by hand: then doctor is clean
     p.write_text(p.read_text().replace("#^m-doesnotexist]]", f"#^{leaves[0].sources[0]}]]"))
     p2.write_text(p2.read_text().replace("level: [broken", 'level: "normal"'))
-    (conv_dir / "files/file_0123456789abcdef.txt").unlink()
+    (conv_dir / "summaries/elsewhere.md").unlink()
+    r = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor"])
+    assert r.exit_code == 0, r.stdout  # only routine work is left (the notes above the repaired ones are stale)
     r = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor", "--fix"])
+    r = CliRunner().invoke(cli, ["--vault", str(tmp_path), "doctor", "--strict"])
     assert r.exit_code == 0, r.stdout
     with Vault(tmp_path, settings=Settings(**SMALL)) as v2:
         assert [m.id for m in v2.messages("c")] == ids

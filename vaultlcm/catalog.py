@@ -17,9 +17,12 @@ together, sides ordered by time, then by id, and records the repair for
 ``doctor``.
 
 Atomic ingest calls. A call written to several daily logs marks its entries
-with a batch (id and size); they are held in ``pending`` until every entry of
-the batch is present, so a call torn by a crash between two files is never
-half visible.
+with a batch (id, first position, size). The writer writes the days in order
+and the batch's last entry last, so the batch is complete once an entry at or
+past its last position exists (the last entry itself, or anything written
+after it); until then its entries wait in ``pending``, so a call torn by a
+crash between two files is never half visible, while one damaged entry in the
+middle of a complete batch hides nothing else.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -59,7 +63,7 @@ CREATE TABLE IF NOT EXISTS links(id TEXT PRIMARY KEY, conv TEXT NOT NULL, wseq I
     slane TEXT, thread TEXT);
 CREATE INDEX IF NOT EXISTS links_conv ON links(conv);
 CREATE TABLE IF NOT EXISTS pending(id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL,
-    end INTEGER NOT NULL, batch TEXT NOT NULL, size INTEGER NOT NULL, entry TEXT NOT NULL);
+    end INTEGER NOT NULL, batch TEXT NOT NULL, last INTEGER NOT NULL, wseq INTEGER NOT NULL, entry TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS duplicates(id TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS summaries(
     id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
@@ -113,26 +117,40 @@ def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
     return any(marker in str(exc).lower() for marker in _CORRUPT)
 
 
+def _is_vanished(exc: sqlite3.DatabaseError) -> bool:
+    """SQLite's way of saying its files were deleted under it (the state folder was removed)."""
+    text = str(exc).lower()
+    return "disk i/o error" in text or "unable to open database" in text or "no such table" in text or (
+        "readonly database" in text)
+
+
 class Catalog:
     """Thread-safe access to the catalog database of one vault."""
 
-    def __init__(self, root: Path, db_path: Path) -> None:
+    def __init__(self, root: Path, db_path: Path, *, busy_timeout: float = 30.0) -> None:
         self.root = root
         self.db_path = db_path
+        self.busy_timeout = busy_timeout
         self._lock = threading.RLock()
         self._db = self._open()
 
     # -- opening -----------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
-        try:
-            self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError.from_os(exc, self.db_path.parent, "create the state folder") from None
-        try:
-            return self._connect()
-        except sqlite3.DatabaseError as exc:
-            if not _is_corrupt(exc):
+        attempts = 50
+        for attempt in range(attempts):
+            try:
+                self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError.from_os(exc, self.db_path.parent, "create the state folder") from None
+            try:
+                return self._connect()
+            except sqlite3.DatabaseError as exc:
+                if _is_corrupt(exc):
+                    break
+                if _is_vanished(exc) and attempt < attempts - 1:
+                    time.sleep(0.02)  # the state folder is being deleted right now: start over
+                    continue
                 raise self._busy_or_storage(exc) from None
         # Damaged or outdated: the Markdown is the truth; start over.
         for suffix in ("", "-wal", "-shm"):
@@ -143,7 +161,7 @@ class Catalog:
             raise self._busy_or_storage(exc) from None
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None, timeout=30)
+        db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None, timeout=self.busy_timeout)
         try:
             db.execute("PRAGMA journal_mode=WAL")
             # Derived data: losing the last commits on power loss only costs a re-scan.
@@ -212,7 +230,9 @@ class Catalog:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                raise self._busy_or_storage(exc) from None
+                if not (_is_vanished(exc) and self.ensure_current()):
+                    raise self._busy_or_storage(exc) from None
+                self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
             except BaseException:
@@ -229,6 +249,8 @@ class Catalog:
             try:
                 return list(self._db.execute(sql, params))
             except sqlite3.OperationalError as exc:
+                if _is_vanished(exc) and self.ensure_current():
+                    return list(self._db.execute(sql, params))  # the cache was deleted: it starts over
                 if "locked" in str(exc) or "busy" in str(exc) or "disk" in str(exc) or "readonly" in str(exc):
                     raise self._busy_or_storage(exc) from None
                 raise
@@ -361,10 +383,11 @@ class Catalog:
         for e in entries:
             m = e.meta
             batch = m.get("batch")
-            if isinstance(batch, list) and len(batch) == 2 and seqs is None:
-                db.execute("INSERT OR REPLACE INTO pending(id, conv, path, start, end, batch, size, entry) "
-                           "VALUES(?,?,?,?,?,?,?,?)",
-                           (m["id"], conv, rel, e.start, e.end, str(batch[0]), int(batch[1]),
+            if isinstance(batch, list) and len(batch) == 3 and seqs is None:
+                last = int(batch[1]) + int(batch[2]) - 1
+                db.execute("INSERT OR REPLACE INTO pending(id, conv, path, start, end, batch, last, wseq, entry) "
+                           "VALUES(?,?,?,?,?,?,?,?,?)",
+                           (m["id"], conv, rel, e.start, e.end, str(batch[0]), last, int(m.get("seq") or 0),
                             json.dumps({"meta": {k: m.get(k) for k in ("id", "seq", "prev", "role", "at", "tok", "key",
                                                                        "lane", "thread")},
                                         "hash": entry_hash(e.raw)})))
@@ -400,9 +423,13 @@ class Catalog:
             db.execute("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", (m["id"],))
 
     def _release_batches(self, db: sqlite3.Connection, conv: str) -> None:
-        """Move batches whose every entry is now present from ``pending`` into ``messages``."""
-        for batch, size in db.execute(
-                "SELECT batch, size FROM pending WHERE conv=? GROUP BY batch HAVING COUNT(*) >= size", (conv,)).fetchall():
+        """Move complete batches (see the module docstring) from ``pending`` into ``messages``."""
+        if not db.execute("SELECT 1 FROM pending WHERE conv=? LIMIT 1", (conv,)).fetchone():
+            return
+        written = max(int(db.execute("SELECT COALESCE(MAX(wseq), 0) FROM links WHERE conv=?", (conv,)).fetchone()[0]),
+                      int(db.execute("SELECT COALESCE(MAX(wseq), 0) FROM pending WHERE conv=?", (conv,)).fetchone()[0]))
+        for (batch,) in db.execute("SELECT DISTINCT batch FROM pending WHERE conv=? AND last<=?",
+                                   (conv, written)).fetchall():
             rows = db.execute("SELECT path, start, end, entry FROM pending WHERE batch=?", (batch,)).fetchall()
             for rel, start, end, entry in rows:
                 info = json.loads(entry)

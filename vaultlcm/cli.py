@@ -130,12 +130,17 @@ def ingest(obj: Context, file: str, conversation: str, fmt: str, skip_bad_lines:
 @cli.command()
 @click.option("-c", "--conversation", required=True, help="Conversation to export.")
 @click.option(
-    "--format", "fmt", type=click.Choice(["native", "openai", "anthropic"]), default="native", show_default=True
+    "--format", "fmt", type=click.Choice(["native", "openai", "anthropic", "claude-code", "openclaw"]),
+    default="native", show_default=True,
+    help="native keeps everything; claude-code and openclaw give back the session lines read from such files.",
 )
 @pass_ctx
 @handle_errors
 def export(obj: Context, conversation: str, fmt: str) -> None:
-    """Write a conversation as JSON Lines on stdout (lossless for the format it came in)."""
+    """Write a conversation as JSON Lines on stdout (lossless for the format it came in).
+
+    Secrets redacted at ingest stay redacted: what was kept comes back exactly.
+    """
     for record in obj.vault().export(conversation, fmt):
         click.echo(json.dumps(record, ensure_ascii=False))
 
@@ -347,25 +352,29 @@ def reindex(obj: Context, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--fix", "do_fix", is_flag=True, help="Repair what is safe, then report what is left.")
+@click.option("--fix", "do_fix", is_flag=True, help="Repair what is safe first (marked [fix] below), then report.")
+@click.option("--strict", is_flag=True, help="Exit 1 for warnings too, not only for problems.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_ctx
 @handle_errors
-def doctor(obj: Context, do_fix: bool, as_json: bool) -> None:
-    """Check the vault; exit 0 when clean, 1 when problems remain."""
+def doctor(obj: Context, do_fix: bool, strict: bool, as_json: bool) -> None:
+    """Check the vault: problems (exit 1), warnings (exit 1 with --strict) and notes."""
     r = obj.vault().doctor(fix=do_fix)
+    failed = bool(r["problems"]) or (strict and bool(r["warnings"]))
     if as_json:
         _echo_json(r)
     else:
         for line in r["fixed"]:
             click.echo(f"fixed: {line}")
-        for p in r["problems"]:
-            click.echo(f"problem [{p['kind']}]: {p['detail']}")
-        for n in r["notes"]:
-            click.echo(f"note [{n['kind']}]: {n['detail']}")
-        click.echo("Vault is clean." if r["clean"] else f"{len(r['problems'])} problem(s) remain"
-                   + ("" if do_fix else "; `vaultlcm doctor --fix` repairs the ones marked fixable") + ".")
-    if not r["clean"]:
+        for label, key in (("problem", "problems"), ("warning", "warnings"), ("note", "notes")):
+            for f in r[key]:
+                mark = " [fix]" if f["fixable"] and not do_fix else ""
+                click.echo(f"{label} [{f['kind']}]{mark}: {f['detail']}")
+        counts = f"{len(r['problems'])} problem(s), {len(r['warnings'])} warning(s)"
+        fixable = sum(f["fixable"] for key in ("problems", "warnings") for f in r[key])
+        hint = f"; `vaultlcm doctor --fix` repairs the {fixable} marked [fix]" if fixable and not do_fix else ""
+        click.echo(("Vault is clean" if not r["problems"] else "Vault has problems") + f": {counts}{hint}.")
+    if failed:
         sys.exit(1)
 
 

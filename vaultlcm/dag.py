@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .catalog import Catalog, MessageRow
 from .errors import ValidationProblem
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_file
 from .layout import VaultLayout
 from .summary_notes import SummaryFrontmatter, body_hash, parse_note, render_note, sources_hash
 
@@ -113,6 +113,17 @@ class SyncReport:
     problems: list[DagProblem] = field(default_factory=list)
 
 
+def _walk_notes(folder: Path) -> list[Path]:
+    """``*.md`` entries below ``folder`` without descending into symlinked or hidden folders."""
+    import os
+
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))]
+        out.extend(Path(dirpath) / f for f in filenames if f.endswith(".md") and not f.startswith("."))
+    return sorted(out)
+
+
 class Dag:
     """Derived DAG state of every conversation of a vault."""
 
@@ -142,11 +153,23 @@ class Dag:
                 report.problems = self.problems(conv)
                 return report
         on_disk: dict[str, Path] = {}
-        if folder.is_dir():
-            # Subfolders count too: a person may file notes away inside summaries/.
-            for p in folder.rglob("*.md"):
-                if p.is_file() and not p.name.startswith(".") and not any(part.startswith(".") for part in p.relative_to(folder).parts):
-                    on_disk[self.layout.relative(p)] = p
+        skipped: list[tuple[str, str]] = []
+        if folder.is_dir() and not folder.is_symlink():
+            # Subfolders count too: a person may file notes away inside summaries/. Symlinks are
+            # never followed (they may lead outside the vault) and only regular files are notes.
+            for p in _walk_notes(folder):
+                rel = self.layout.relative(p)
+                if p.is_symlink():
+                    skipped.append((rel, f"{rel}: is a symlink; vaultlcm never reads through symlinks inside a vault "
+                                    "(replace it with the note itself, or remove it)"))
+                elif not p.is_file():
+                    skipped.append((rel, f"{rel}: is not a regular file (a pipe or device?); it is ignored"))
+                else:
+                    on_disk[rel] = p
+        with self.catalog.transaction() as db:
+            db.execute("DELETE FROM problems WHERE conv=? AND kind='unsafe_note'", (conv,))
+            db.executemany("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,'unsafe_note',?)",
+                           [(rel, conv, detail) for rel, detail in skipped])
         known = {r[0]: r for r in self.catalog.execute("SELECT path, size, mtime_ns, summary_id FROM note_files WHERE conv=?", (conv,))}
         removed = set(known) - set(on_disk)
         for rel in removed:
@@ -171,7 +194,10 @@ class Dag:
         return report
 
     def _read_note(self, conv: str, rel: str, path: Path, size: int, mtime_ns: int) -> None:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            text = read_file(self.layout.inside(path)).decode("utf-8", errors="replace")
+        except OSError:
+            return  # gone or replaced between the listing and the read: the next sync sees it
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM problems WHERE path=? AND kind='invalid'", (rel,))
         try:
@@ -233,7 +259,7 @@ class Dag:
             # Check the file itself, not just the catalog: a person may have saved a
             # correction a moment ago and no sync has seen it yet.
             try:
-                old_fm, old_body = parse_note(on_disk.read_text(encoding="utf-8"), on_disk)
+                old_fm, old_body = parse_note(read_file(self.layout.inside(on_disk)).decode("utf-8"), on_disk)
             except ValidationProblem:
                 old_fm, old_body = None, ""
             if not force and (old_fm is None or body_hash(old_body) != old_fm.body_sha256):
@@ -241,7 +267,7 @@ class Dag:
                 raise ValidationProblem(f"{self.layout.relative(on_disk)}: summary {fm.id} was edited by a person; refusing to overwrite it")
             if on_disk != path:
                 path = on_disk  # the person moved or renamed it: keep it where they put it
-        atomic_write(path, render_note(fm, body).encode("utf-8"))
+        atomic_write(self.layout.inside(path), render_note(fm, body).encode("utf-8"))
         st = path.stat()
         rel = self.layout.relative(path)
         self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body)

@@ -1,36 +1,55 @@
-"""``doctor``: find (and, with ``--fix``, repair what is safe) every kind of damage.
+"""``doctor``: tell the truth about a vault, and with ``--fix`` repair what is safe.
 
-Checks, per vault:
+Findings come in three severities:
 
-* broken links, cycles, sources claimed twice, notes that fail validation
-  (bad YAML, unquoted wikilinks, wrong fields) -- named with file and field;
-* orphans: payload files no message points to;
-* summaries made by deterministic truncation or by a fallback summarizer;
-* stale nodes, and stale nodes a person owns (which compaction cannot refresh);
-* raw-log edits, torn log tails, duplicate message ids;
-* index drift (documents missing from or extra in the full-text index);
-* leftover temp files from interrupted writes and lock files of conversations
-  that no longer exist.
+* **problems**: data at risk or answers that would be wrong: notes that fail
+  validation, broken links, cycles, sources claimed twice, damaged log entries,
+  payload files that no longer match their hash or are missing, symlinks and other
+  unsafe entries inside the vault, conflict markers, an index that cannot catch up;
+* **warnings**: things waiting for routine work: stale summaries (the next
+  compaction refreshes them), summaries made by a fallback, a person's edit of a
+  raw log, crash leftovers (torn tails, orphan payloads, temp files), a log a
+  person left without a final newline;
+* **notes**: information: a merge that was put back in order, a person's
+  corrections, the index catching up.
 
-``--fix`` rebuilds the derived state, re-summarizes fallbacks and stale nodes
-nobody owns, truncates torn tails, removes temp files and dead locks, and catches
-the index up. It never touches a person's edits or a log entry; what it leaves is
-reported.
+``doctor`` exits 1 only for problems (``--strict``: warnings too), so it can guard
+a commit. ``--fix`` rebuilds the derived state, re-summarizes fallbacks and stale
+nodes nobody owns, cuts torn tails, adds a missing final newline, removes crash
+leftovers no acknowledged message refers to, regenerates derived notes holding
+conflict markers, and catches the index up. It never touches a person's edits or
+a log entry; what it leaves is reported, each finding marked when ``--fix``
+repairs it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .fsutil import TEMP_PREFIX, truncate
+from .fsutil import TEMP_PREFIX, read_file, truncate
 
 if TYPE_CHECKING:
-    from .vault import Vault
+    from .catalog import Catalog
+    from .compaction import Compactor
+    from .dag import Dag
+    from .indexing import IndexKeeper
+    from .layout import VaultLayout
+    from .msglog import MessageLog
 
 _FILE_REF = re.compile(r"file_[0-9a-f]{16}\.[A-Za-z0-9]+")
+_FILE_NAME = re.compile(r"^file_([0-9a-f]{16})\.[A-Za-z0-9]+$")
+_CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
+#: Catalog problem kinds, by severity (anything else recorded there is a problem).
+_WARNINGS = {"log_edit", "no_final_newline", "pending_batch"}
+_NOTES = {"merge", "log_text"}
+_LABELS = {"invalid": "invalid_note", "dag": "broken_link", "unsafe_note": "unsafe_entry"}
 
 
 @dataclass
@@ -47,6 +66,7 @@ class Finding:
 @dataclass
 class DoctorReport:
     problems: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
     fixed: list[str] = field(default_factory=list)
 
@@ -58,143 +78,261 @@ class DoctorReport:
         return {
             "clean": self.clean,
             "problems": [p.to_dict() for p in self.problems],
+            "warnings": [w.to_dict() for w in self.warnings],
             "notes": [n.to_dict() for n in self.notes],
             "fixed": self.fixed,
         }
 
 
-def _leftovers(vault: "Vault") -> tuple[list[Path], list[Path]]:
-    """Temp files of interrupted writes, and lock files of conversations that no longer exist."""
-    layout = vault.layout
-    temps = sorted(layout.conversations_dir.rglob(f"{TEMP_PREFIX}*")) if layout.conversations_dir.is_dir() else []
-    known = set(vault.conversations())
-    locks = sorted(layout.locks_dir.glob("*.lock")) if layout.locks_dir.is_dir() else []
-    dead = [lock for lock in locks if lock.name.removesuffix(".lock").removesuffix(".compact") not in known]
-    return temps, dead
+class Doctor:
+    """Examines (and repairs) one vault through its parts."""
 
+    def __init__(
+        self,
+        layout: "VaultLayout",
+        catalog: "Catalog",
+        dag: "Dag",
+        log: "MessageLog",
+        indexer: "IndexKeeper",
+        compactor: "Compactor",
+        *,
+        conversations: Callable[[], list[str]],
+        resync: Callable[[str], None],
+        render_home: Callable[[str], str],
+    ) -> None:
+        self.layout = layout
+        self.catalog = catalog
+        self.dag = dag
+        self.log = log
+        self.indexer = indexer
+        self.compactor = compactor
+        self.conversations = conversations
+        self.resync = resync
+        self.render_home = render_home
 
-def examine(vault: "Vault", *, check_index: bool = True) -> DoctorReport:
-    report = DoctorReport()
-    layout = vault.layout
-    for conv in vault.conversations():
-        vault._fully_synced.discard(conv)
-        vault.sync(conv)
-    for path, _conv, kind, detail in vault.catalog.execute("SELECT path, conv, kind, detail FROM problems ORDER BY path"):
-        if kind in ("merge", "log_text", "no_final_newline"):
-            # Handled already (a merge put back in order) or harmless (a person's own text in a log).
-            report.notes.append(Finding(kind, detail, path or None, fixable=kind == "no_final_newline"))
-            continue
-        label = {"invalid": "invalid_note", "dag": "broken_link", "log_edit": "log_edit"}.get(kind, kind)
-        if "cycle" in detail or "not below" in detail:
-            label = "cycle"
-        elif "already covered by" in detail:
-            label = "claimed_twice"
-        report.problems.append(Finding(label, detail, path, fixable=label == "log_edit"))
-    for msg_id, rel, _ in vault.catalog.duplicates():
-        report.problems.append(Finding("duplicate_id", f"{rel}: message id {msg_id} appears more than once", rel))
-    for rel, parsed in vault.catalog.torn_logs():
-        # A crash mid-append: those bytes were never acknowledged and the next append cuts them.
-        report.notes.append(Finding("torn_log", f"{rel}: an interrupted write left unacknowledged bytes after offset {parsed}", rel, fixable=True))
-    for conv in vault.conversations():
-        for r in vault.dag.all(conv):
+    # -- examining ---------------------------------------------------------------
+
+    def examine(self, *, check_index: bool = True) -> DoctorReport:
+        report = DoctorReport()
+        for conv in self.conversations():
+            self.resync(conv)
+        for path, _conv, kind, detail in self.catalog.execute(
+                "SELECT path, conv, kind, detail FROM problems ORDER BY path, detail"):
+            label = _LABELS.get(kind, kind)
+            if "cycle" in detail or "not below" in detail:
+                label = "cycle"
+            elif "already covered by" in detail:
+                label = "claimed_twice"
+            finding = Finding(label, detail, path or None, fixable=kind in ("log_edit", "no_final_newline"))
+            (report.warnings if kind in _WARNINGS else report.notes if kind in _NOTES else report.problems).append(finding)
+        for msg_id, rel, _ in self.catalog.duplicates():
+            report.problems.append(Finding("duplicate_id", f"{rel}: message id {msg_id} appears more than once", rel))
+        for rel, parsed in self.catalog.torn_logs():
+            report.warnings.append(Finding(
+                "torn_log", f"{rel}: an interrupted write left unacknowledged bytes after offset {parsed}", rel, True))
+        for conv in self.conversations():
+            self._summaries(conv, report)
+            self._payloads(conv, report)
+            for (n,) in self.catalog.execute("SELECT COUNT(*) FROM failures WHERE conv=?", (conv,)):
+                if n:
+                    report.warnings.append(Finding(
+                        "provider_failure", f"{conv}: compaction failed {n} time(s) with the summarizer; "
+                        "the messages stay uncovered until it works", None))
+        self._unsafe_entries(report)
+        self._conflicts(report)
+        for tmp in self._temp_files():
+            report.warnings.append(Finding("temp_file", f"{self.layout.relative(tmp)}: left by an interrupted write",
+                                           self.layout.relative(tmp), True))
+        if check_index:
+            self._index(report)
+        return report
+
+    def _summaries(self, conv: str, report: DoctorReport) -> None:
+        for r in self.dag.all(conv):
             if r.parent == "!invalid":
                 continue
             if r.level == "truncated" or "fallback" in r.summarizer:
                 why = "deterministic truncation" if r.level == "truncated" else r.summarizer
-                report.problems.append(Finding("fallback", f"{r.path}: summary {r.id} was made by {why}; re-summarize it", r.path, fixable=not r.human_owned))
+                report.warnings.append(Finding(
+                    "fallback", f"{r.path}: summary {r.id} was made by {why}; `doctor --fix` re-summarizes it",
+                    r.path, not r.human_owned))
             if r.stale and r.human_owned:
-                report.problems.append(Finding(
+                report.warnings.append(Finding(
                     "stale_human_owned",
-                    f"{r.path}: summary {r.id} is stale (its sources changed) but a person edited it, so it is not regenerated; "
-                    "update it by hand or run `vaultlcm resummarize {r.id} --force`", r.path))
+                    f"{r.path}: summary {r.id} is stale (its sources changed) but a person edited it, so it is kept; "
+                    f"update it by hand or run `vaultlcm resummarize {r.id} --force`", r.path))
             elif r.stale:
-                report.problems.append(Finding("stale", f"{r.path}: summary {r.id} is stale (its sources changed)", r.path, fixable=True))
+                report.warnings.append(Finding(
+                    "stale", f"{r.path}: summary {r.id} waits for the next compaction (its sources changed)", r.path, True))
             elif r.human_owned:
-                report.notes.append(Finding("human_owned", f"{r.path}: summary {r.id} was corrected by a person (kept as written)", r.path))
-        # orphans: payload files no log entry points to
-        files_dir = layout.files_dir(conv)
-        if files_dir.is_dir():
-            referenced: set[str] = set()
-            logs_dir = layout.logs_dir(conv)
-            for log in logs_dir.glob("*.md") if logs_dir.is_dir() else []:
-                referenced.update(_FILE_REF.findall(log.read_text(encoding="utf-8", errors="replace")))
+                report.notes.append(Finding("human_owned", f"{r.path}: summary {r.id} was corrected by a person "
+                                            "(kept as written)", r.path))
+
+    def _payloads(self, conv: str, report: DoctorReport) -> None:
+        """Every payload checked against the hash its name carries; orphans and missing ones named."""
+        files_dir = self.layout.files_dir(conv)
+        referenced: dict[str, str] = {}
+        logs_dir = self.layout.logs_dir(conv)
+        for log in sorted(logs_dir.glob("*.md")) if logs_dir.is_dir() and not logs_dir.is_symlink() else []:
+            if log.is_symlink() or not log.is_file():
+                continue
+            text = read_file(log).decode("utf-8", errors="replace")
+            for name in _FILE_REF.findall(text):
+                referenced.setdefault(name, self.layout.relative(log))
+        present: set[str] = set()
+        if files_dir.is_dir() and not files_dir.is_symlink():
             for f in sorted(files_dir.iterdir()):
+                rel = self.layout.relative(f)
                 if f.name.startswith(TEMP_PREFIX):
                     continue
+                present.add(f.name)
+                mode = os.lstat(f).st_mode
+                if stat.S_ISLNK(mode) or not stat.S_ISREG(mode):
+                    continue  # reported with the other unsafe entries
+                m = _FILE_NAME.match(f.name)
+                if m and hashlib.sha256(read_file(f)).hexdigest()[:16] != m.group(1):
+                    where = f" (used by a message in {referenced[f.name]})" if f.name in referenced else ""
+                    report.problems.append(Finding(
+                        "payload_mismatch", f"{rel}: the bytes no longer match the hash in the file's name{where}; "
+                        "restore it from git", rel))
                 if f.name not in referenced:
-                    report.problems.append(Finding("orphan_file", f"{layout.relative(f)}: no message refers to this payload file", layout.relative(f)))
-        for (n,) in vault.catalog.execute("SELECT COUNT(*) FROM failures WHERE conv=?", (conv,)):
-            if n:
-                report.notes.append(Finding("provider_failure", f"{conv}: compaction failed {n} time(s) with the summarizer; the messages stay uncovered until it works", None))
-    temps, dead_locks = _leftovers(vault)
-    for tmp in temps:
-        # Harmless (never read), but clutter: --fix removes them.
-        report.notes.append(Finding("temp_file", f"{layout.relative(tmp)}: left by an interrupted write", layout.relative(tmp), fixable=True))
-    for lock in dead_locks:
-        report.problems.append(Finding("stale_lock", f"{layout.relative(lock)}: lock of a conversation that no longer exists", layout.relative(lock), fixable=True))
-    if check_index:
-        # The index is derived and catches up on every use; lag is reported as a note,
-        # and only drift that survives a catch-up (index writes failing) is a problem.
-        drift = vault.indexer.drift()
-        if drift["missing"] or drift["extra"]:
-            report.notes.append(Finding(
-                "index_drift",
-                f"the search index lacked {len(drift['missing'])} document(s) and had {len(drift['extra'])} extra; caught up",
-                None, fixable=True))
-            try:
-                vault.indexer.catch_up()
-                vault.indexer.open().flush()
-                drift = vault.indexer.drift()
-            except Exception as exc:  # noqa: BLE001 - any index failure is what we report
-                drift = {"missing": ["?"], "extra": []}
-                report.problems.append(Finding("index_drift", f"the search index cannot be updated ({exc}); run `vaultlcm reindex`", None, fixable=True))
-            if drift["missing"] or drift["extra"]:
+                    report.warnings.append(Finding(
+                        "orphan_file", f"{rel}: no message refers to this payload (left by an interrupted write); "
+                        "`doctor --fix` removes it", rel, True))
+        for name, log in sorted(referenced.items()):
+            if name not in present:
                 report.problems.append(Finding(
-                    "index_drift",
-                    f"the search index still lacks {len(drift['missing'])} document(s) after catching up; run `vaultlcm reindex`",
-                    None, fixable=True))
-    return report
+                    "missing_payload", f"{log}: refers to {name}, which is missing from files/; restore it from git",
+                    log))
 
+    def _unsafe_entries(self, report: DoctorReport) -> None:
+        """Symlinks and special files anywhere under conversations/ (never followed, never read)."""
+        root = self.layout.conversations_dir
+        if not root.is_dir():
+            return
+        seen = {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='unsafe_note'")}
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            for name in [*dirnames, *filenames]:
+                path = Path(dirpath) / name
+                rel = self.layout.relative(path)
+                if rel in seen:
+                    continue
+                mode = os.lstat(path).st_mode
+                if stat.S_ISLNK(mode):
+                    report.problems.append(Finding(
+                        "unsafe_entry", f"{rel}: is a symlink; vaultlcm never reads or writes through it (it may "
+                        "lead outside the vault). Replace it with a real file or folder, or remove it", rel))
+                elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    report.problems.append(Finding(
+                        "unsafe_entry", f"{rel}: is not a regular file (a pipe or device?); it is ignored", rel))
+            dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
 
-def fix(vault: "Vault") -> list[str]:
-    """Repair what is safe; returns what was done."""
-    done: list[str] = []
-    layout = vault.layout
-    for rel, parsed in vault.catalog.torn_logs():
-        truncate(layout.inside(layout.root / rel), parsed)
-        done.append(f"truncated the torn tail of {rel}")
-    for (rel,) in vault.catalog.execute("SELECT DISTINCT path FROM problems WHERE kind='no_final_newline'"):
-        if vault.log.fix_final_newline(rel):
-            done.append(f"added the missing final newline of {rel}")
-    temps, dead_locks = _leftovers(vault)
-    for path in [*temps, *dead_locks]:
-        path.unlink(missing_ok=True)
-        done.append(f"removed {layout.relative(path)}")
-    # derived state from scratch
-    vault.catalog.reset()
-    vault._fully_synced.clear()
-    for conv in vault.conversations():
-        vault.sync(conv)
-    done.append("rebuilt the catalog from the files")
-    for conv in vault.conversations():
-        redo = [r.id for r in vault.dag.all(conv)
+    def _conflicts(self, report: DoctorReport) -> None:
+        root = self.layout.conversations_dir
+        if not root.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                path = Path(dirpath) / name
+                if not name.endswith(".md") or path.is_symlink() or not path.is_file():
+                    continue
+                text = read_file(path).decode("utf-8", errors="replace")
+                if not _CONFLICT.search(text):
+                    continue
+                # Content inside a log entry is quoted ("> ..."), so a marker at a line start is git's.
+                rel = self.layout.relative(path)
+                home = self._is_home(path)
+                hint = ("it is derived: `doctor --fix` regenerates it" if home else
+                        "resolve the conflict by hand (keep both sides of a log; pick one version of a note)")
+                report.problems.append(Finding("conflict_markers", f"{rel}: holds git conflict markers; {hint}",
+                                               rel, home))
+
+    def _is_home(self, path: Path) -> bool:
+        return path.parent.parent == self.layout.conversations_dir and path.stem == path.parent.name
+
+    def _temp_files(self) -> list[Path]:
+        root = self.layout.conversations_dir
+        return sorted(root.rglob(f"{TEMP_PREFIX}*")) if root.is_dir() else []
+
+    def _index(self, report: DoctorReport) -> None:
+        # The index is derived and catches up on every use; lag is information, and only
+        # drift that survives a catch-up (index writes failing) is a problem.
+        drift = self.indexer.drift()
+        if not (drift["missing"] or drift["extra"]):
+            return
+        report.notes.append(Finding(
+            "index_caught_up",
+            f"the search index lacked {len(drift['missing'])} document(s) and had {len(drift['extra'])} extra; "
+            "caught up", None))
+        try:
+            self.indexer.catch_up()
+            self.indexer.open().flush()
+            drift = self.indexer.drift()
+        except Exception as exc:  # noqa: BLE001 - any index failure is what we report
+            report.problems.append(Finding(
+                "index_drift", f"the search index cannot be updated ({exc}); run `vaultlcm reindex`", None, True))
+            return
+        if drift["missing"] or drift["extra"]:
+            report.problems.append(Finding(
+                "index_drift", f"the search index still lacks {len(drift['missing'])} document(s) after catching up; "
+                "run `vaultlcm reindex`", None, True))
+
+    # -- repairing -----------------------------------------------------------------
+
+    def fix(self) -> list[str]:
+        """Repair what is safe; returns what was done."""
+        done: list[str] = []
+        layout = self.layout
+        for rel, parsed in self.catalog.torn_logs():
+            truncate(layout.inside(layout.root / rel), parsed)
+            done.append(f"truncated the torn tail of {rel}")
+        for (rel,) in self.catalog.execute("SELECT DISTINCT path FROM problems WHERE kind='no_final_newline'"):
+            if self.log.fix_final_newline(rel):
+                done.append(f"added the missing final newline of {rel}")
+        for path in self._temp_files():
+            path.unlink(missing_ok=True)
+            done.append(f"removed {layout.relative(path)}")
+        report = DoctorReport()
+        for conv in self.conversations():
+            self._payloads(conv, report)
+        for finding in report.warnings:
+            if finding.kind == "orphan_file" and finding.path:
+                (layout.root / finding.path).unlink(missing_ok=True)
+                done.append(f"removed {finding.path} (no message refers to it)")
+        # derived state from scratch
+        self.catalog.reset()
+        for conv in self.conversations():
+            self.resync(conv)
+        done.append("rebuilt the catalog from the files")
+        for conv in self.conversations():
+            done += self._resummarize(conv)
+            self.catalog.execute("DELETE FROM problems WHERE conv=? AND kind='log_edit'", (conv,))
+            self.catalog.execute("DELETE FROM failures WHERE conv=?", (conv,))
+            from .fsutil import atomic_write
+
+            home = layout.inside(layout.home_note(conv))
+            if atomic_write(home, self.render_home(conv).encode("utf-8")) and home.exists():
+                done.append(f"regenerated {layout.relative(home)}")
+        index = self.indexer.ready()
+        drift = self.indexer.drift()
+        if drift["missing"] or drift["extra"]:
+            self.indexer.catch_up()
+        index.flush()
+        done.append("caught the search index up with the files")
+        return done
+
+    def _resummarize(self, conv: str) -> list[str]:
+        done: list[str] = []
+        redo = [r.id for r in self.dag.all(conv)
                 if r.parent != "!invalid" and not r.human_owned and (r.level == "truncated" or "fallback" in r.summarizer)]
         if redo:
             try:
-                rep = vault.compactor.resummarize(conv, redo)
+                rep = self.compactor.resummarize(conv, redo)
                 done.append(f"{conv}: re-summarized {len(rep.refreshed)} fallback summaries")
             except Exception as exc:  # noqa: BLE001 - reported, the rest of the fix goes on
                 done.append(f"{conv}: could not re-summarize fallbacks ({exc})")
-        report = vault.compactor.compact(conv, force=False, target_tokens=10**12)  # refreshes stale nodes only
+        report = self.compactor.compact(conv, force=False, target_tokens=10**12)  # refreshes stale nodes only
         if report.refreshed:
             done.append(f"{conv}: regenerated {len(report.refreshed)} stale summaries")
-        vault.catalog.execute("DELETE FROM problems WHERE conv=? AND kind='log_edit'", (conv,))
-        vault.catalog.execute("DELETE FROM failures WHERE conv=?", (conv,))
-        vault._on_new_day(conv)
-    result = vault.indexer.ready()
-    drift = vault.indexer.drift()
-    if drift["missing"] or drift["extra"]:
-        vault.indexer.catch_up()
-    result.flush()
-    done.append("caught the search index up with the files")
-    return done
+        return done

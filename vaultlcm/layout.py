@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import NotAVaultError, OutsideVaultError
+from .errors import NotAVaultError, OutsideVaultError, StorageError
 from .fsutil import atomic_write
 from .names import validate_conversation_name
 
@@ -183,20 +183,29 @@ def choose_state_dir(root: Path, environ: "Mapping[str, str]") -> tuple[Path | N
     import hashlib
 
     state = root / STATE_DIR
-    try:
-        if state.is_symlink():
-            raise OutsideVaultError(f"{STATE_DIR} is a symlink; vaultlcm keeps derived state inside the vault. Remove it")
-        state.mkdir(exist_ok=True)
-        probe = state / f".probe-{os.getpid()}"
-        fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
-        os.close(fd)
-        os.unlink(probe)
-        if not os.access(root, os.W_OK):
-            raise PermissionError(errno.EACCES, "vault folder not writable")
-        return None, None
-    except OSError as exc:
-        reason = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
-                  errno.EPERM: "operation not permitted"}.get(exc.errno or 0, exc.strerror or str(exc))
+    reasons = {errno.EROFS: "read-only file system", errno.EACCES: "permission denied",
+               errno.EPERM: "operation not permitted"}
+    reason = ""
+    for _attempt in range(20):
+        try:
+            if state.is_symlink():
+                raise OutsideVaultError(f"{STATE_DIR} is a symlink; vaultlcm keeps derived state inside the vault. "
+                                        "Remove it")
+            state.mkdir(exist_ok=True)
+            probe = state / f".probe-{os.getpid()}"
+            fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+            os.close(fd)
+            os.unlink(probe)
+            if not os.access(root, os.W_OK):
+                raise PermissionError(errno.EACCES, "vault folder not writable")
+            return None, None
+        except FileNotFoundError:
+            continue  # the state folder was deleted between two steps (it is a cache): try again
+        except OSError as exc:
+            if exc.errno not in reasons:
+                raise StorageError.from_os(exc, state, "use the state folder") from None
+            reason = reasons[exc.errno]
+            break
     base = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vaultlcm"
     return base / hashlib.sha256(str(root).encode()).hexdigest()[:16], reason
 

@@ -72,8 +72,8 @@ class StoredMessage:
     ``prev`` is the id of the message before it when it was written (how the order
     of two machines' appends is restored after a git merge); ``key`` identifies the
     source record for idempotent re-imports; ``batch`` marks an ingest call written
-    to several daily logs (``[call id, message count]``): its messages count only
-    when all are present. ``lane`` is ``side`` (a subagent's line) or ``line`` (a
+    to several daily logs (``[call id, first position, message count]``): its
+    messages count only once the call's last message is present. ``lane`` is ``side`` (a subagent's line) or ``line`` (a
     transcript line that is no chat message); ``thread`` carries the record's own
     tree links (``uuid``/``parentUuid``) for branch detection.
     """
@@ -85,7 +85,7 @@ class StoredMessage:
     tokens: int
     prev: str | None = None
     key: str | None = None
-    batch: tuple[str, int] | None = None
+    batch: tuple[str, int, int] | None = None
     lane: str | None = None
     thread: dict[str, Any] | None = None
 
@@ -369,9 +369,10 @@ def _title(msg: Message, sm: StoredMessage) -> str:
     when = sm.at.strftime("%Y-%m-%d %H:%M:%S")
     role = display(msg.role, 60)
     if sm.lane == "side":
-        agent = (sm.thread or {}).get("agent")
-        who = f" · subagent {display(agent, 40)}" if agent else " · subagent"
-        return f"[!subagent]- **{role}**{who} · {when}"
+        thread = sm.thread or {}
+        who = f" · subagent {display(thread['agent'], 40)}" if thread.get("agent") else " · subagent"
+        task = f" of Task `{display(thread['task'], 60)}`" if thread.get("task") else ""
+        return f"[!subagent]- **{role}**{who}{task} · {when}"
     if sm.lane == "line":
         return f"[!info]- **{role}** · {when}"
     return f"[!{CALLOUT_TYPES.get(msg.role, 'message')}] **{role}** · {when}"

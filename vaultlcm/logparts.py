@@ -21,9 +21,9 @@ body_lines]`` plus an optional options object. This module owns the kinds:
 
 Options: ``f``/``e`` name a payload file and its encoding; ``d``/``k`` give a
 diff's old-line count and the two keys it fills; ``ansi`` lists terminal escape
-sequences removed from the visible text, as ``[offset, sequence]`` pairs in the
-text without them, so Obsidian shows clean output and the exact string still
-comes back.
+sequences (and the carriage returns of text that mixes CR, LF and CRLF) removed
+from the visible text, as ``[offset, sequence]`` pairs in the text without them,
+so Obsidian shows clean output and the exact string still comes back.
 
 Every decision here is made from the string alone, so the same message always
 renders to the same bytes.
@@ -46,6 +46,7 @@ DISPLAY_UNSAFE = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029`]")
 # ECMA-48 escape sequences as terminals emit them: CSI (colours, cursor moves), OSC
 # (titles, hyperlinks) ended by BEL or ST, and the two-character escapes.
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+ANSI_OR_CR = re.compile(ANSI.pattern + r"|\r")
 MIN_BASE64_CHARS = 4096
 #: Pairs of argument keys that hold the before and after text of an edit, as the
 #: common editing tools name them (Claude Code's Edit, str_replace editors, pi's edit).
@@ -78,14 +79,21 @@ def fence(lines: list[str]) -> str:
 
 
 def strip_ansi(text: str) -> tuple[str, list[list[Any]]]:
-    """``text`` without terminal escape sequences, and where to put them back."""
-    if "\x1b" not in text:
+    """``text`` without terminal escape sequences, and where to put them back.
+
+    Terminal output mixing CR, LF and CRLF (progress bars, pasted Windows text) has
+    its carriage returns taken out the same way, so it still reads as lines; text
+    whose every line break is CRLF keeps them (the compact ``crlf`` kind).
+    """
+    mixed_cr = "\r" in text and not _all_crlf(text)
+    if "\x1b" not in text and not mixed_cr:
         return text, []
+    pattern = ANSI_OR_CR if mixed_cr else ANSI
     out: list[str] = []
     codes: list[list[Any]] = []
     pos = 0
     length = 0
-    for m in ANSI.finditer(text):
+    for m in pattern.finditer(text):
         out.append(text[pos : m.start()])
         length += m.start() - pos
         codes.append([length, m.group()])

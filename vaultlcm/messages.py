@@ -103,6 +103,9 @@ class Message(BaseModel):
         elif self.content or not self.hints.get("content_missing"):
             record["content"] = self.content
         record.update((k, v) for k, v in self.extra.items() if k != "id")
+        order = self.hints.get("key_order")
+        if isinstance(order, list) and set(order) == set(record):
+            record = {k: record[k] for k in order}
         return record
 
     def to_export(self) -> dict[str, JsonValue]:
@@ -180,7 +183,10 @@ def message_from_native(record: Any, *, source: str | None = None, line: int | N
     extra = {k: v for k, v in record.items() if k not in ("role", "timestamp", "content")}
     if "content" not in record:
         hints["content_missing"] = True
-    return Message(role=role, timestamp=timestamp, content=content, extra=extra, hints=hints)
+    message = Message(role=role, timestamp=timestamp, content=content, extra=extra, hints=hints)
+    if list(message.to_native()) != list(record):
+        message.hints["key_order"] = list(record)  # export gives the keys back in the order they came
+    return message
 
 
 _REQUIRED: dict[str, dict[str, type | tuple[type, ...]]] = {

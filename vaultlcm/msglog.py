@@ -9,9 +9,9 @@ An ingest call is all or nothing:
 3. a write that fails (a full disk) is cut off again, together with the days
    already written by the same call, and the error is raised: nothing of the call
    stays;
-4. a call spanning several daily logs marks its entries with a batch (id and
-   size): a crash between two files leaves a batch that readers ignore and the
-   next writer cuts off;
+4. a call spanning several daily logs marks its entries with a batch (id, first
+   position, size) and writes its last entry last: a crash between two files
+   leaves a batch that readers ignore and the next writer cuts off;
 5. once every byte is durable the call has succeeded, whatever happens to derived
    state afterwards (the catalog catches up on the next sync).
 
@@ -213,7 +213,7 @@ class MessageLog:
         days = {sm.day for sm in out}
         if len(days) > 1:
             batch_id = hashlib.sha256("\0".join(sm.id for sm in out).encode()).hexdigest()[:12]
-            out = [replace(sm, batch=(batch_id, len(out))) for sm in out]
+            out = [replace(sm, batch=(batch_id, out[0].seq, len(out))) for sm in out]
         return out
 
     def _write(self, conv: str, stored: list[StoredMessage]) -> list[str]:
@@ -222,6 +222,9 @@ class MessageLog:
         for sm in stored:
             by_day[sm.day].append(render_entry(sm, store, count_tokens=count_tokens,
                                                large_tokens=self.large_payload_tokens))
+        # The day holding the call's last message is written last: its presence completes a batch.
+        last_day = stored[-1].day
+        order = sorted(by_day, key=lambda d: (d == last_day, d))
         try:
             store.commit()
         except OSError as exc:
@@ -229,16 +232,20 @@ class MessageLog:
         done: list[tuple[Path, int, bool]] = []  # (path, offset before, created) of each append, for rollback
         writes: list[tuple[str, Path, list[ParsedEntry]]] = []
         new_days: list[str] = []
-        for day, blobs in sorted(by_day.items()):
+        for day in order:
+            blobs = by_day[day]
             path = self.layout.inside(self.layout.log_path(conv, day))
             created = not path.exists()
+            size_before = 0 if created else path.stat().st_size
             blob = b"".join(blobs)
             if created:
                 blob = day_header(conv, day, self.home_link(conv)) + blob
             try:
                 start = durable_append(path, blob)
             except BaseException as exc:
-                self._roll_back(done)
+                # durable_append cuts its own partial write; this also covers a write that failed
+                # after the bytes landed (an fsync error), and the days this call wrote before.
+                self._roll_back([*done, (path, size_before, created)])
                 if isinstance(exc, OSError):
                     raise StorageError.from_os(exc, path, "append to") from None
                 raise
@@ -259,9 +266,9 @@ class MessageLog:
         for path, start, created in reversed(done):
             try:
                 if created:
-                    path.unlink()
+                    path.unlink(missing_ok=True)
                     fsync_dir(path.parent)
-                else:
+                elif path.stat().st_size > start:
                     truncate(path, start)
             except OSError:
                 pass  # what could not be cut is an incomplete batch: readers ignore it, the next writer cuts it

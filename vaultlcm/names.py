@@ -8,6 +8,8 @@ import unicodedata
 from .errors import InvalidNameError
 
 MAX_NAME_LENGTH = 100
+#: File systems limit a name to 255 bytes; the home note adds ".md" and git/Obsidian want headroom.
+MAX_NAME_BYTES = 200
 # Obsidian links break on # | ^ : [ ] ; the rest are unsafe in paths on some OS.
 _FORBIDDEN = set('#|^:[]\\/*?"<>%')
 _WINDOWS_RESERVED = re.compile(r"^(con|prn|aux|nul|com[0-9]|lpt[0-9])(\..*)?$", re.IGNORECASE)
@@ -22,6 +24,10 @@ def validate_conversation_name(name: str) -> str:
         raise InvalidNameError(f"conversation name {name!r} starts or ends with white space; {hint}")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidNameError(f"conversation name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise InvalidNameError(
+            f"conversation name is {len(name.encode('utf-8'))} bytes in UTF-8; file systems allow {MAX_NAME_BYTES} "
+            "here: use a shorter name")
     if name.startswith("."):
         raise InvalidNameError(f"conversation name {name!r} starts with '.', which hides the folder and allows '..'; {hint}")
     if name.startswith(("~", "-")):

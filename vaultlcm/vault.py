@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .sync import VaultWatcher
 from .summarizers.base import Summarizer
 
-EXPORT_FORMATS = ("native", "openai", "anthropic")
+EXPORT_FORMATS = formats.EXPORT_FORMATS
 
 
 def _utcnow() -> datetime:
@@ -62,7 +62,7 @@ class Vault:
         self.root = self.layout.root
         self.settings = settings or load_settings(self.layout.settings_path, environ)
         self.clock = clock
-        self.catalog = Catalog(self.root, self.layout.catalog_path)
+        self.catalog = Catalog(self.root, self.layout.catalog_path, busy_timeout=self.settings.lock_timeout_seconds)
         self.log = MessageLog(
             self.layout,
             self.catalog,
@@ -125,6 +125,7 @@ class Vault:
         are not stored again (their existing ids are returned).
         """
         conv = validate_conversation_name(conversation)
+        self._require_writable("ingest")
         incoming = incoming_from_api(messages, conv, keyed=dedupe, format=format)
         return self._store(conv, incoming, dedupe=dedupe, fmt=format).ids
 
@@ -138,6 +139,7 @@ class Vault:
         (``allow_duplicates`` stores every record again).
         """
         conv = validate_conversation_name(conversation)
+        self._require_writable("ingest")
         fmt, incoming, skipped = incoming_from_document(
             data, source=source, format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps)
         report = self._store(conv, incoming, dedupe=not allow_duplicates, fmt=fmt)
@@ -446,15 +448,26 @@ class Vault:
     # -- people in the loop --------------------------------------------------------
 
     def doctor(self, *, fix: bool = False) -> dict[str, Any]:
-        """Check the vault for damage; with ``fix``, repair what is safe and report what is left."""
-        from .doctor import examine
-        from .doctor import fix as run_fix
+        """Check the vault: problems, warnings and notes; with ``fix``, repair what is safe first.
 
+        ``clean`` is true when there are no problems (warnings are routine work).
+        """
+        from .doctor import Doctor
+        from .home import render_home
+
+        def resync(conv: str) -> None:
+            self._fully_synced.discard(conv)  # a person may have edited any note since
+            self.sync(conv)
+
+        doctor = Doctor(self.layout, self.catalog, self.dag, self.log, self.indexer, self.compactor,
+                        conversations=self.conversations, resync=resync, render_home=lambda c: render_home(self, c))
         with self._lock:
             fixed: list[str] = []
             if fix:
-                fixed = run_fix(self)
-            report = examine(self)
+                self._require_writable("repair the vault")
+                self._fully_synced.clear()
+                fixed = doctor.fix()
+            report = doctor.examine()
             report.fixed = fixed
             return report.to_dict()
 

@@ -37,7 +37,16 @@ from typing import Any
 
 from ..errors import InputFormatError, UsageError
 from ..messages import Message, canonical_json, parse_timestamp
-from .agents import Read, is_claude_code_record, is_openclaw_record, read_claude_code, read_openclaw
+from .agents import (
+    Read,
+    is_claude_code_record,
+    is_openclaw_record,
+    link_subagents,
+    read_claude_code,
+    read_openclaw,
+    to_claude_code,
+    to_openclaw,
+)
 from .api import (
     FORMAT_HINT,
     NATIVE_MARK,
@@ -52,7 +61,8 @@ from .api import (
 from .jsondoc import Document, failer, read_document
 
 FORMATS = ("native", "openai", "anthropic", "claude-code", "openclaw")
-EXPORT_FORMATS = ("native", "openai", "anthropic")
+#: ``claude-code`` and ``openclaw`` export gives back the session lines of messages read from such a file.
+EXPORT_FORMATS = ("native", "openai", "anthropic", "claude-code", "openclaw")
 
 __all__ = [
     "EXPORT_FORMATS", "FORMATS", "Document", "Incoming", "detect_format", "parse", "read_document", "record_keys",
@@ -176,6 +186,8 @@ def parse(
     if document is not None and document.wrapped == "trajectory":
         records = _trajectory_records(records)
     reads: list[tuple[int, Read]] = [(line, reader(rec, failer(source, line))) for line, rec in records]
+    if fmt == "claude-code":
+        link_subagents([read for _, read in reads])
     if document is not None and document.wrapper:
         head = Message(role="document", extra=document.wrapper,
                        hints={"format": "native", "line": True, "wrapped": document.wrapped})
@@ -279,6 +291,9 @@ def to_records(fmt: str, messages: list[Message]) -> list[dict[str, Any]]:
         return [rec for m in messages if not m.is_line for rec in to_openai(m)]
     if fmt == "anthropic":
         return to_anthropic([m for m in messages if not m.is_line])
+    if fmt in ("claude-code", "openclaw"):
+        write = to_claude_code if fmt == "claude-code" else to_openclaw
+        return [write(m) for m in messages if m.hints.get("format") == fmt]
     raise UsageError(f"cannot export to {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}")
 
 

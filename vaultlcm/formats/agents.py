@@ -19,6 +19,7 @@ from which :mod:`vaultlcm.threads` works out which branch is the active one.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +79,7 @@ def read_claude_code(rec: Any, fail: Fail) -> Read:
     if isinstance(inner.get("role"), str) and inner["role"]:
         message = _line_message(rec, fail, "claude-code", inner["role"], blocks, hints, ("role", "content"))
     else:
+        hints["role_from_type"] = True
         message = _line_message(rec, fail, "claude-code", rec["type"], blocks, hints, ("content",))
     if thread is not None:
         if rec["type"] == "assistant":
@@ -123,6 +125,7 @@ def read_openclaw(rec: Any, fail: Fail) -> Read:
         return Read(_line_message(rec, fail, "openclaw"), "line", thread)
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [
         _from_openclaw_block(b) for b in content]
+    hints: dict[str, Any] = {"format": "openclaw"} | ({"content_string": True} if isinstance(content, str) else {})
     role, consumed = inner["role"], ["content"]
     if role == "toolResult" and isinstance(inner.get("toolCallId"), str):
         result: dict[str, Any] = {"type": "tool_result", "call_id": inner["toolCallId"],
@@ -133,10 +136,121 @@ def read_openclaw(rec: Any, fail: Fail) -> Read:
                 result[field] = inner[key]
                 consumed.append(key)
         role, blocks = "tool", [result]
+        hints.pop("content_string", None)  # the string lives inside the tool_result
     else:
         consumed.append("role")
-    message = _line_message(rec, fail, "openclaw", role, blocks, {"format": "openclaw"}, tuple(consumed))
+    message = _line_message(rec, fail, "openclaw", role, blocks, hints, tuple(consumed))
     return Read(message, None, thread)
+
+
+# -- writing: the session line each message came from ----------------------------------
+
+
+def _line_base(message: Message) -> tuple[dict[str, Any], dict[str, Any]]:
+    line = {k: v for k, v in message.extra.items() if k != "message"}
+    if message.timestamp is not None and "timestamp" not in line:
+        line["timestamp"] = message.timestamp
+    inner = dict(message.extra.get("message") or {})
+    return line, inner
+
+
+def _content_back(message: Message, blocks: list[Any]) -> Any:
+    if message.hints.get("content_string") and len(blocks) == 1 and isinstance(blocks[0], dict) and (
+            blocks[0].keys() == {"type", "text"}):
+        return blocks[0]["text"]
+    return blocks
+
+
+def to_claude_code(message: Message) -> dict[str, Any]:
+    """The Claude Code session line a message was read from (equal as a JSON value)."""
+    from .api import anthropic_block_back
+
+    if message.is_line:
+        return dict(message.extra)
+    line, inner = _line_base(message)
+    if not message.hints.get("role_from_type"):
+        inner["role"] = message.role
+    inner["content"] = _content_back(message, [anthropic_block_back(b) for b in message.content])
+    line["message"] = inner
+    return line
+
+
+def _to_openclaw_block(block: Any) -> Any:
+    kind = block.get("type") if isinstance(block, dict) else None
+    mapped: Any = None
+    if kind == "thinking":
+        mapped = renamed(block, "thinking", {"signature": "thinkingSignature"})
+    elif kind == "tool_call":
+        mapped = renamed(block, "toolCall", {})
+    elif kind == "image" and "data" in block:
+        mapped = renamed(block, "image", {"media_type": "mimeType"})
+    elif kind == "raw" and block.get("format") == "openclaw":
+        return block.get("value")
+    return mapped if mapped is not None else block
+
+
+def to_openclaw(message: Message) -> dict[str, Any]:
+    """The OpenClaw / pi session line a message was read from (equal as a JSON value)."""
+    if message.is_line:
+        return dict(message.extra)
+    line, inner = _line_base(message)
+    result = message.content[0] if len(message.content) == 1 and isinstance(message.content[0], dict) else {}
+    if message.role == "tool" and result.get("type") == "tool_result" and inner.get("role") == "toolResult":
+        inner["toolCallId"] = result.get("call_id")
+        for key, field in (("toolName", "name"), ("isError", "is_error")):
+            if field in result:
+                inner[key] = result[field]
+        body = result.get("content")
+        inner["content"] = body if isinstance(body, str) else [_to_openclaw_block(b) for b in body or []]
+    else:
+        inner["role"] = message.role
+        inner["content"] = _content_back(message, [_to_openclaw_block(b) for b in message.content])
+    line["message"] = inner
+    return line
+
+
+_AGENT_ID = re.compile(r"\bagentId: ([A-Za-z0-9_-]+)")
+
+
+def link_subagents(reads: list[Read]) -> None:
+    """Name, on each subagent line, the ``Task`` call that started its subagent.
+
+    The Task result names the agent (``agentId: a4e80a2``, and in
+    ``toolUseResult.agentId``); subagent lines carry that ``agentId``. Older
+    transcripts are matched by the subagent's first prompt, which is the Task
+    call's ``prompt``.
+    """
+    by_agent: dict[str, str] = {}
+    by_prompt: dict[str, str] = {}
+    for read in reads:
+        if read.lane == "side":
+            continue
+        for block in read.message.content:
+            if block.get("type") == "tool_call" and isinstance(block.get("arguments"), dict):
+                prompt = block["arguments"].get("prompt")
+                if isinstance(prompt, str):
+                    by_prompt.setdefault(prompt.strip(), str(block.get("id")))
+            if block.get("type") == "tool_result":
+                inner = block.get("content")
+                text = inner if isinstance(inner, str) else " ".join(
+                    str(b.get("text", "")) for b in inner or [] if isinstance(b, dict))
+                result = read.message.extra.get("toolUseResult")
+                agent = result.get("agentId") if isinstance(result, dict) else None
+                if not isinstance(agent, str):
+                    found = _AGENT_ID.search(text)
+                    agent = found.group(1) if found else None
+                if agent:
+                    by_agent[agent] = str(block.get("call_id"))
+    first_prompt: dict[str, str] = {}
+    for read in reads:
+        if read.lane != "side" or not read.thread:
+            continue
+        agent = str(read.thread.get("agent", ""))
+        if agent not in first_prompt and read.message.role == "user":
+            first_prompt[agent] = read.message.text.strip()
+        task = by_agent.get(agent) or by_prompt.get(first_prompt.get(agent, ""))
+        if task:
+            read.thread["task"] = task
 
 
 def is_claude_code_record(rec: Any) -> bool:

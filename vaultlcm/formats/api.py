@@ -328,6 +328,12 @@ def to_openai(message: Message) -> list[dict[str, Any]]:
     return out
 
 
+def anthropic_block_back(block: dict[str, Any]) -> Any:
+    """A native block as the Anthropic block it was read from."""
+    out = _anthropic_block(block, True)
+    return block if out is _DROP else out
+
+
 def _anthropic_block(block: dict[str, Any], same: bool) -> Any:
     kind = block.get("type")
     if kind == "tool_call":
