@@ -310,3 +310,53 @@ def test_a_full_disk_is_one_line_from_the_cli(vault: Path, tmp_path: Path, monke
     monkeypatch.setattr(msglog_module, "durable_append", no_space)
     code, _, err = run("--vault", str(vault), "ingest", "-", "-c", "c", input=json.dumps(days(1)))
     assert code == 1 and err.startswith("Error: ") and "disk is full" in err and err.count("\n") == 1
+
+
+# -- the watcher survives odd files ------------------------------------------------------
+
+
+def test_watch_skips_a_fifo_and_a_symlink_loop_and_keeps_running(vault: Path) -> None:
+    with Vault(vault) as v:
+        v.ingest("c", [{"role": "user" if i % 2 == 0 else "assistant", "timestamp": f"2026-11-01T10:{i // 60:02d}:{i % 60:02d}Z",
+                        "content": f"message {i} about the deploy of routing-api " * 8} for i in range(90)])
+        v.compact("c", force=True)
+        watcher = v.watch(debounce_ms=50)
+        try:
+            summaries = vault / "conversations/c/summaries"
+            os.mkfifo(summaries / "pipe.md")
+            (summaries / "loop.md").symlink_to(summaries / "loop.md")
+            (summaries / "a").symlink_to(summaries)  # a folder loop
+            assert watcher.wait_idle(15)
+            leaf = next(s for s in v.dag.all("c") if s.kind == "leaf")
+            path = vault / leaf.path
+            path.write_text(path.read_text().rstrip("\n") + "\nA person's correction: port 9443.\n")
+            assert watcher.wait_idle(15)
+            assert v.dag.get(leaf.id).human_owned  # still syncing after the odd files
+        finally:
+            started = time.monotonic()
+            watcher.stop()
+            assert time.monotonic() - started < 20  # stopping never hangs on a pipe
+        problems = {p["kind"] for p in v.doctor()["problems"]}
+        assert "unsafe_entry" in problems
+
+
+def test_a_persons_properties_survive_a_refresh(vault: Path) -> None:
+    with Vault(vault) as v:
+        v.ingest("c", [{"role": "user" if i % 2 == 0 else "assistant", "timestamp": f"2026-11-01T10:{i // 60:02d}:{i % 60:02d}Z",
+                        "content": f"message {i} about the deploy of routing-api " * 8} for i in range(120)])
+        v.compact("c", force=True)
+        node = next(s for s in v.dag.all("c") if s.kind == "condensed")
+        note = vault / node.path
+        text = note.read_text()
+        text = text.replace("tags:\n", "aliases:\n- Deploy saga\nstatus: reviewed\ntags:\n  - project/routing\n", 1)
+        note.write_text(text)  # properties only: the body is untouched, so the note is not a person's yet
+        v.refresh("c")
+        child = next(s for s in v.dag.children(node.id))
+        cpath = vault / child.path
+        cpath.write_text(cpath.read_text().rstrip("\n") + "\nA person's correction: port 9443.\n")
+        v.refresh("c")
+        v.compact("c")
+        refreshed = note.read_text()
+        assert v.dag.get(node.id).body_hash != node.body_hash  # regenerated with the correction
+        assert "aliases:\n- Deploy saga\nstatus: reviewed\n" in refreshed
+        assert '  - "project/routing"' in refreshed or "  - project/routing" in refreshed

@@ -439,6 +439,9 @@ class Catalog:
     def record_append(self, conv: str, writes: list[tuple[str, Path, list[ParsedEntry]]], seqs: dict[str, int]) -> None:
         """Record entries this process just appended (skips re-reading its own write)."""
         with self.transaction() as db:
+            # A reader may have seen the first files of this call while it was being written and
+            # put those entries in pending: they are complete now.
+            db.executemany("DELETE FROM pending WHERE id=?", [(i,) for i in seqs])
             for rel, path, entries in writes:
                 st = path.stat()
                 with path.open("rb") as fh:
@@ -499,7 +502,12 @@ class Catalog:
         return [(str(p), int(n)) for p, n in self.execute(sql, (conv,) if conv else ())]
 
     def stranded_batches(self, conv: str) -> list[tuple[str, int, int]]:
-        """Pending entries of incomplete batches: ``(path, start, end)``, for the writer to cut off."""
+        """Pending entries of incomplete batches: ``(path, start, end)``, for the writer to cut off.
+
+        Only meaningful under the conversation's write lock, right after a full sync:
+        then no writer is half-way through a call, and a pending entry belongs to a
+        call that a crash interrupted.
+        """
         return [(str(p), int(s), int(e)) for p, s, e in
                 self.execute("SELECT path, start, end FROM pending WHERE conv=? ORDER BY path, start", (conv,))]
 

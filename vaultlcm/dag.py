@@ -255,11 +255,13 @@ class Dag:
         if existing is not None and existing.human_owned and not force:
             raise ValidationProblem(f"{existing.path}: summary {fm.id} is human-owned; refusing to overwrite it")
         on_disk = self.layout.root / existing.path if existing is not None else path
+        old_text: str | None = None
         if on_disk.exists():
             # Check the file itself, not just the catalog: a person may have saved a
             # correction a moment ago and no sync has seen it yet.
+            old_text = read_file(self.layout.inside(on_disk)).decode("utf-8", errors="replace")
             try:
-                old_fm, old_body = parse_note(read_file(self.layout.inside(on_disk)).decode("utf-8"), on_disk)
+                old_fm, old_body = parse_note(old_text, on_disk)
             except ValidationProblem:
                 old_fm, old_body = None, ""
             if not force and (old_fm is None or body_hash(old_body) != old_fm.body_sha256):
@@ -267,7 +269,8 @@ class Dag:
                 raise ValidationProblem(f"{self.layout.relative(on_disk)}: summary {fm.id} was edited by a person; refusing to overwrite it")
             if on_disk != path:
                 path = on_disk  # the person moved or renamed it: keep it where they put it
-        atomic_write(self.layout.inside(path), render_note(fm, body).encode("utf-8"))
+        # Properties a person added (tags, aliases, a status) are carried over as they wrote them.
+        atomic_write(self.layout.inside(path), render_note(fm, body, keep_from=old_text).encode("utf-8"))
         st = path.stat()
         rel = self.layout.relative(path)
         self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body)

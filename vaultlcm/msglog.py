@@ -165,6 +165,10 @@ class MessageLog:
 
     def _repair(self, conv: str) -> None:
         """Cut off what crashed writers left: torn tails, and batches that never completed."""
+        if self.catalog.stranded_batches(conv):
+            # Pending entries may only mean that a reader looked while a call was being
+            # written; a full look at every file (we hold the lock) tells what really is stranded.
+            self.sync(conv)
         cut: dict[str, int] = {rel: parsed for rel, parsed in self.catalog.torn_logs(conv)}
         spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for rel, start, end in self.catalog.stranded_batches(conv):

@@ -149,9 +149,48 @@ def _yaml_scalar(value: Any) -> str:
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def render_note(fm: SummaryFrontmatter, body: str) -> str:
-    """The note's exact text: deterministic frontmatter, then the body, LF, final newline."""
+def person_properties(text: str) -> tuple[list[str], list[str]]:
+    """What a person added to a note's frontmatter: their own properties (raw lines) and their tags.
+
+    Their lines are kept exactly as written (YAML a person wrote is never
+    re-serialized); only the tags list is shared, so theirs join the engine's.
+    """
+    import yaml
+
+    if not text.startswith("---"):
+        return [], []
+    end = text.find("\n---", 3)
+    if end < 0:
+        return [], []
+    lines = text[text.find("\n") + 1 : end + 1].split("\n")
+    raw: list[str] = []
+    current: str | None = None
+    for line in lines:
+        if line and not line[0].isspace() and not line.startswith("-") and ":" in line:
+            current = line.split(":", 1)[0].strip()
+        if current is not None and current not in FIELD_ORDER and line.strip():
+            raw.append(line)
+    tags: list[str] = []
+    try:
+        data = yaml.safe_load(text[3:end]) or {}
+        found = data.get("tags") if isinstance(data, dict) else None
+        if isinstance(found, str):
+            found = [found]
+        tags = [t for t in found or [] if isinstance(t, str) and not t.startswith("lcm/")]
+    except yaml.YAMLError:
+        pass
+    return raw, tags
+
+
+def render_note(fm: SummaryFrontmatter, body: str, *, keep_from: str | None = None) -> str:
+    """The note's exact text: deterministic frontmatter, then the body, LF, final newline.
+
+    ``keep_from`` is the note's previous text: properties and tags a person added
+    there survive the rewrite.
+    """
     data = fm.model_dump()
+    extra_lines, extra_tags = person_properties(keep_from) if keep_from else ([], [])
+    data["tags"] = [*data["tags"], *(t for t in extra_tags if t not in data["tags"])]
     lines = ["---"]
     for key in FIELD_ORDER:
         value = data[key]
@@ -160,6 +199,7 @@ def render_note(fm: SummaryFrontmatter, body: str) -> str:
             lines.extend(f"  - {_yaml_scalar(v)}" for v in value)
         else:
             lines.append(f"{key}: {_yaml_scalar(value)}")
+    lines.extend(extra_lines)
     lines.append("---")
     text = "\n".join(lines) + "\n" + body
     return text if text.endswith("\n") else text + "\n"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import VaultLCMError
-from .fsutil import TEMP_PREFIX
+from .fsutil import TEMP_PREFIX, read_file
 
 if TYPE_CHECKING:
     from .vault import Vault
@@ -47,9 +47,10 @@ def is_ignored(rel_parts: tuple[str, ...]) -> bool:
 
 
 def _digest(path: Path) -> str | None:
+    # Never blocks (a FIFO dropped into the vault is not read) and never follows a symlink.
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return hashlib.sha256(read_file(path)).hexdigest()
+    except OSError:
         return None
 
 
@@ -179,6 +180,8 @@ class VaultWatcher:
                     self._sync_paths(paths)
             except VaultLCMError as exc:  # keep running: the last good state stays in force
                 self.errors.append(str(exc))
+            except Exception as exc:  # noqa: BLE001 - an odd file (a symlink loop, a device) must not stop the watcher
+                self.errors.append(f"{type(exc).__name__}: {exc}")
             finally:
                 with self._lock:
                     self._busy = False
@@ -195,7 +198,8 @@ class VaultWatcher:
             if len(rel) >= 2:
                 convs.add(rel[1])
         for conv in sorted(convs):
-            if not self.vault.layout.conversation_dir(conv).is_dir():
+            folder = self.vault.layout.conversations_dir / conv
+            if folder.is_symlink() or not folder.is_dir():
                 continue
             result = self.vault.refresh(conv)
             self.syncs += 1
