@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .facts import clean
+from .facts import clean, prose_units, score
 
 #: Characters of a tool result examined from its start and from its end.
 RESULT_HEAD = 4000
@@ -76,6 +76,11 @@ _SUMMARY_LINE = re.compile(
     re.I,
 )
 _JSONISH = re.compile(r"[{}\[\]\"]")
+_FAILURE_WORDS = re.compile(
+    r"\b(?:FAILED|failed|failure|crash(?:ed|es)?|OOMKilled|killed|\w+Error|exception|timed out|backoff|stuck|leaked|"
+    r"rolled back|restarted|denied|refused|panic)\b"
+)
+_DIFF_LINE = re.compile(r"^(?:diff --git|index [0-9a-f]|@@|\+\+\+|---|[+-](?![+-]))")
 
 
 def canonical_tool(name: str) -> str:
@@ -130,7 +135,12 @@ class Action:
             base += 4
         if _TEST_CMD.search(self.command):
             base += 1
-        return base
+        if self.command == "git commit" or self.command.startswith(("git tag", "gh release")):
+            base += 2
+        if _FAILURE_WORDS.search(self.outcome):
+            base += 3  # a failed deploy, a crashed job: an event someone will ask about
+        # An outcome that names things (a build number, a version, an amount) weighs more.
+        return base + min(4, score(self.outcome) // 3)
 
 
 # -- arguments and results ------------------------------------------------------------------
@@ -464,11 +474,50 @@ def _finish_shell(action: Action, error: bool, text: str, full_command: str) -> 
     if len(lines) == 1:
         action.outcome = "→ " + _outcome_line(lines[0])
         return action
+    telling = _telling_lines(lines)
+    if telling:
+        action.outcome = "→ " + " · ".join(telling)
+        return action
     for line in reversed(lines[-40:]):
         if _SUMMARY_LINE.search(line):
             action.outcome = "→ " + _outcome_line(line)
             return action
-    return action  # a long output with no summary line: what ran says enough
+    return action  # a long output with nothing telling in it: what ran says enough
+
+
+def _telling_lines(lines: list[str], limit: int = 3) -> list[str]:
+    """Up to ``limit`` short output lines that say something (a state, an id, a number), in output order.
+
+    ``build 5207 · state FAILED · reason readiness probe timed out`` says how a
+    status command ended better than its last line does.
+    """
+    candidates = [(i, ln) for i, ln in enumerate(lines[:60] + lines[-40:] if len(lines) > 100 else lines)
+                  if len(ln) <= 160 and not _JSONISH.search(ln[:1]) and not _DIFF_LINE.match(ln)]
+    scored = sorted(((score(ln), i, ln) for i, ln in candidates), key=lambda t: (-t[0], t[1]))
+    picked = sorted((i, ln) for s, i, ln in scored[:limit] if s >= 2)
+    return [_words(" ".join(ln.split()), 14) for _, ln in picked]
+
+
+_CODE_LINE = re.compile(
+    r"^(?:def |class |import |from \S+ import|return\b|if |elif |else:|for |while |try:|except|with |@|#!|//|/\*|\*|"
+    r"[})\]]|\{|[\w.\[\]'\"]+\s*[-+*/]?=[^=])|[;{}]\s*$"
+)
+_LINE_NUMBER = re.compile(r"^\s*\d+[\t│|:]\s?")
+
+
+def result_facts(content: Any, limit: int = 2) -> list[str]:
+    """Sentences of a tool result worth keeping: a runbook's "memory limit of 1536 MiB", not its code.
+
+    Prose and log lines only (code is what was read, not what was learned),
+    the ``limit`` best by :func:`~.facts.score`, in the order they appear.
+    """
+    text = result_text(content)
+    prose = "\n".join(
+        line for line in (_LINE_NUMBER.sub("", raw) for raw in text.splitlines()) if not _CODE_LINE.search(line.strip())
+    )
+    units = list(prose_units(prose))
+    scored = sorted(((score(u), i, u) for i, u in enumerate(units)), key=lambda t: (-t[0], t[1]))
+    return [u for _, u in sorted((i, u) for s, i, u in scored[:limit] if s >= 5)]
 
 
 # -- merging ----------------------------------------------------------------------------------

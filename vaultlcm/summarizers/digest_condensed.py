@@ -175,9 +175,12 @@ def _facts(child: Child) -> list[tuple[str, int]]:
     seen: list[str] = []
     code = 0
     for line in child.body.lines:
-        if line.section == DONE:
-            continue
         text = strip_links(line.text)
+        if line.section == DONE:
+            # What was done is tallied; what it showed (a failed build, a crashed job, a tag) is a fact.
+            if "→" not in text:
+                continue
+            text = text.split("→", 1)[1]
         if child.timeline and line.section == TIMELINE:
             text = " · ".join(text.split(" · ")[2:])  # the facts part; span and topic are said already
         for phrase, kind in key_phrases(text):
@@ -313,6 +316,7 @@ def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
         tally.tests = ""
     for k, (text, weight) in enumerate(tally.parts()):
         draft.units.append(Unit(TIMELINE, line, (i, 0, 10 + k), text, link, weight, joiner="; ", part="done"))
-    facts = sorted(_facts(child), key=lambda pw: -pw[1])[:MAX_FACTS]
+    said = " ".join(text for text, _ in tally.parts()).lower()
+    facts = sorted((f for f in _facts(child) if f[0].lower() not in said), key=lambda pw: -pw[1])[:MAX_FACTS]
     for k, (phrase, weight) in enumerate(facts):
         draft.units.append(Unit(TIMELINE, line, (i, 0, 100 + k), phrase, link, weight, joiner=", ", part="facts"))

@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from .actions import Action, make_action, merge_actions
+from .actions import Action, make_action, merge_actions, result_facts, tool_kind
 from .base import SourceItem
 from .body import ASKED, DONE, FOUND, LEAF_SECTIONS, OPEN, correction_line
 from .digest import Draft, Unit
@@ -30,6 +30,10 @@ _RESULT_LINE = re.compile(r"^<- tool result \[([^\]]*)\]( \(error\))?: ?(.*)$")
 USER_BONUS = 4
 FIRST_ASK_BONUS = 8
 ACTION_BONUS = 0
+#: Tools whose results are read for facts, not only for an outcome.
+READ_KINDS = frozenset({"read", "fetch", "websearch", "call", "task"})
+#: A fact in a tool result counts a little less than the same fact said in the conversation.
+RESULT_PENALTY = 0
 
 
 def _blocks_from_text(item: SourceItem) -> tuple[str, list[dict[str, Any]]]:
@@ -87,7 +91,7 @@ def leaf_draft(items: tuple[SourceItem, ...]) -> Draft:
         for block in blocks:
             if block.get("type") == "tool_result" and isinstance(block.get("call_id"), str):
                 results.setdefault(block["call_id"], block)
-    called: set[str] = set()
+    called: dict[str, str] = {}
     actions: list[Action] = []
     seen_text: set[str] = set()
     first_ask = True
@@ -111,8 +115,16 @@ def leaf_draft(items: tuple[SourceItem, ...]) -> Draft:
                         draft.units.append(unit)
             elif kind == "tool_call":
                 call_id = str(block.get("id") or "")
-                called.add(call_id)
+                called[call_id] = tool_kind(str(block.get("name") or ""))
                 actions.append(make_action(block, results.get(call_id), index))
+            elif kind == "tool_result" and called.get(str(block.get("call_id"))) in READ_KINDS:
+                # What a document, a page or an API said (a runbook's limit, an owner's name) is
+                # something learned; what a command printed is its outcome, on the Done line.
+                for k, text in enumerate(result_facts(block.get("content"))):
+                    if text.lower() not in seen_text:
+                        seen_text.add(text.lower())
+                        draft.units.append(Unit(FOUND, (FOUND, index), (index, 2, 1000 + k), text, item.link,
+                                                score(text) - RESULT_PENALTY))
             elif kind == "tool_result" and str(block.get("call_id")) not in called:
                 # A result whose call lies in an earlier leaf: say how it ended.
                 name = str(block.get("name") or "tool")
@@ -140,7 +152,9 @@ def _sentence_unit(index: int, order: int, role: str, text: str, target: str | N
         if value == 0 and not facts.question and (CHITCHAT_RE.match(text) or len(text.split()) < 4):
             return None  # "Makes sense, continue."
         section = ASKED
-        value += USER_BONUS + (FIRST_ASK_BONUS if first_ask else 0)
+        # The first request frames the leaf, when it asks for something ("How are you getting on?" does not);
+        # a user's sentence that names nothing ("Where were we?") yields to one that does.
+        value += (USER_BONUS + (FIRST_ASK_BONUS if first_ask else 0)) if value > 1 else 1
     if facts.open:
         section = OPEN
     if value <= 0:

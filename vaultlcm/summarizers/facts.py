@@ -52,6 +52,7 @@ _ROLE = re.compile(
 )
 _PREFERENCE = re.compile(
     r"\b(?:prefers?|preferred|preference|I(?:'d| would) rather|would rather|likes|dislikes?|hates?|loves|"
+    r"I (?:really )?(?:like|love|hate|want)|we (?:always|never)|"
     r"favou?rite|always use|never use|always wants?|never wants?|insists? on|please (?:always|never)|don'?t want|"
     r"do not want|style guide|convention)\b",
     _I,
@@ -74,6 +75,13 @@ _FINDING = re.compile(
     r"because|reproduced|confirmed|so that's why|that's why)\b",
     _I,
 )
+#: The writer says the fact is worth keeping.
+_NOTEWORTHY = re.compile(
+    r"\b(?:for the record|side note|note that|quick note|please note|worth knowing|worth noting|good to know|"
+    r"keep in mind|remember(?: that)?|don'?t forget|before I forget|FYI|heads up|for reference|for future reference|"
+    r"note to self|also note|by the way|btw)\b",
+    _I,
+)
 _REASON = re.compile(r"\b(?:because|since|so that|due to|reason|which means|otherwise|as it|as they|to avoid)\b", _I)
 _CONSTRAINT = re.compile(
     r"\b(?:must|never|always|don'?t|do not|cannot|can'?t|required?|requires|only|at most|at least|no more than|"
@@ -88,7 +96,7 @@ _ERROR = re.compile(
 OPEN_RE = re.compile(
     r"\bTODO\b|\bFIXME\b|^\s*[-*]?\s*\[ \]|\bfollow[- ]?ups?\b|\bnext week\b|\bnext steps?\b|\bopen questions?\b|"
     r"\bnot (?:yet|done)\b|\bstill (?:need|to|open|pending|missing|waiting|failing|broken)\b|\bpending\b|"
-    r"\bblocked\b|\bleft open\b|\bto-?do list\b|\bunresolved\b|\bwaiting (?:on|for)\b|\bfile (?:it|a ticket)\b|"
+    r"\bblocked\b|(?<!nothing )\bleft open\b|\bto-?do list\b|\bunresolved\b|\bwaiting (?:on|for)\b|\bfile (?:it|a ticket)\b|"
     r"\bfor (?:next|another) (?:week|time|sprint|PR)\b|\bparked\b|\bdeferred\b",
     _I,
 )
@@ -130,7 +138,8 @@ _NOT_NAMES = frozenset(
     Errors Summary Decision Decisions Reason Reasons Subject Hello Hi Dear Regards Cheers Best Ugh Oops Wow Also
     Important Warning Todo Fixme Done Draft Revised Added Changes Change Total Both Until Unless Whether About Above
     Below Between Under Over Again Actually Basically Otherwise Instead Though Although Meanwhile Finally Overall
-    Correct Correction Corrected Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March
+    Correct Correction Corrected Nothing Something Anything Everything Nobody Somebody Anyone Someone Everyone
+    Batching Line Lines Support Side Quick Also Nope Sorry Oops Okay Hmm Yesterday Heads Regarding Meanwhile Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March
     April June July August September October November December Sept True False Null Python Linux Windows
     Markdown Obsidian README Local Remote Production Staging Main Master Branch Commit Merge Push Pull Issue Ticket
     """.split()
@@ -227,6 +236,7 @@ class Facts:
     reason: bool
     constraint: bool
     finding: bool
+    noteworthy: bool
     error: bool
     open: bool
     question: bool
@@ -283,6 +293,7 @@ def facts_of(text: str) -> Facts:
         reason=bool(_REASON.search(t)),
         constraint=bool(_CONSTRAINT.search(t)),
         finding=bool(_FINDING.search(t)),
+        noteworthy=bool(_NOTEWORTHY.search(t)),
         error=bool(_ERROR.search(t)),
         open=bool(OPEN_RE.search(t)),
         question=t.rstrip().endswith("?"),
@@ -306,6 +317,8 @@ def score(text: str) -> int:
         s += 2
     if f.finding:
         s += 3
+    if f.noteworthy:
+        s += 5
     if f.error:
         s += 2
     if f.open:
@@ -459,8 +472,14 @@ def value_change(text: str) -> ValueChange | None:
 
 #: Importance of a key phrase by kind, when carrying phrases up the DAG.
 PHRASE_WEIGHT = {"change": 9, "role": 8, "preference": 8, "choice": 8, "ticket": 7, "date": 6, "number": 6,
+                 "labelled": 6,
                  "name": 5, "version": 4, "iso": 4, "time": 3, "small": 3, "ident": 2, "relative": 1}
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_GLUE_WORDS = frozenset("in on at of for to and or is was were are we had has have with from by the a an than about "
+                        "after before since until over under into per".split())
+_LABELLED = re.compile(
+    r"\b(?:[a-z][\w-]{1,24}\s){1,2}(?:#?\d{4,}(?![\w]|[.,:/-]\w)|\d+\.\d+\.\d+\b|[a-z][a-z]+(?:-[a-z]+)*-\d+\b)"
+)
 _RELATIVE = re.compile(r"^(?:tomorrow|yesterday|tonight|next week|end of)", re.I)
 
 
@@ -471,10 +490,14 @@ def _date_kind(text: str) -> str:
     if _ISO.match(text):
         return "iso"
     return "relative" if _RELATIVE.match(text) else "date"
+
+
 _CHOICE = re.compile(
     r"\b(?:decided to (?:use|go with|adopt|keep|switch to|move to)|go(?:ing)? with|switch(?:ed|ing)? to|chose|"
     r"opted for|settled on|sticking with|will use|we'?ll use)\s+(?:the\s+)?"
-    r"(?!(?:a|an|it|this|that|them|one|some)\b)(?=[\w.+/-]*[A-Za-z])[\w.+/-]{2,}(?:\s+(?:instead of|over|not)\s+[\w.+/-]+)?",
+    r"(?!(?:a|an|the|it|this|that|them|one|some|old|new|same|current|existing|other)\b)(?=[\w.+/-]*[A-Za-z])[\w.+/-]{2,}"
+    r"(?:\s+(?:instead of|over|not)\s+[\w.+/-]+)?"
+    r"|\b(?=\S*[\d_.+/-])[\w.+/-]{2,} instead of (?=\S*[\d_.+/-])[\w.+/-]{2,}",
     _I,
 )
 _TIME_ONLY = re.compile(r"^\d{1,2}:\d{2}")
@@ -538,6 +561,14 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
     found.extend((m.group(), _date_kind(m.group())) for m in DATE_RE.finditer(t))
     found.extend((m.group(), "number" if len(re.sub(r"\D", "", m.group())) >= 2 else "small")
                  for m in _NUMBER_UNIT.finditer(t))
+    # "build 5207", "export job 2048", "payouts 3.4.19", "pod search-indexer-266": a number is only
+    # findable again with the word that says what it counts.
+    for m in _LABELLED.finditer(t):
+        *label, value = m.group().split()
+        while label and label[0] in _GLUE_WORDS:
+            label.pop(0)
+        if label and not re.fullmatch(r"(?:19|20)\d\d", value):
+            found.append((" ".join([*label, value]), "labelled"))
     for m in IDENT_RE.finditer(t):
         ident = m.group().strip("`")
         found.append((ident, _ident_kind(ident)))
@@ -556,8 +587,8 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
 
 _PREF_PHRASE = re.compile(
     r"(?:\b[A-Z][a-z]+\s+)?\b(?:prefers?|preferred|likes|hates|dislikes|loves|would rather|'d rather|"
-    r"(?:always|never) wants?|insists? on)\s+"
-    r"(?:(?!(?:over|instead|never|not|rather|to|in|for|on|at|with|when|because|so|and|but)\b)[^\s,;.]+\s?){1,3}"
+    r"(?:always|never) wants?|insists? on|(?<=I )(?:really )?(?:like|love|hate|want))\s+"
+    r"(?:(?!(?:over|instead|never|not|no|rather|to|in|for|on|at|when|because|so|and|but)\b)[^\s,;.]+\s?){1,4}"
     r"(?:\s*(?:over|instead of|rather than)\s+[^\s,;.]+)?"
 )
 #: Words a headline can do without: dropping them compresses and re-words at once.
