@@ -502,6 +502,7 @@ _CODE_LINE = re.compile(
     r"^(?:def |class |import |from \S+ import|return\b|if |elif |else:|for |while |try:|except|with |@|#!|//|/\*|\*|"
     r"[})\]]|\{|[\w.\[\]'\"]+\s*[-+*/]?=[^=])|[;{}]\s*$"
 )
+_CSV_LINE = re.compile(r"^[^\s,]*(?:,[^,]*){3,}$")
 _LINE_NUMBER = re.compile(r"^\s*\d+[\t│|:]\s?")
 
 
@@ -513,7 +514,8 @@ def result_facts(content: Any, limit: int = 2) -> list[str]:
     """
     text = result_text(content)
     prose = "\n".join(
-        line for line in (_LINE_NUMBER.sub("", raw) for raw in text.splitlines()) if not _CODE_LINE.search(line.strip())
+        line for line in (_LINE_NUMBER.sub("", raw) for raw in text.splitlines())
+        if not _CODE_LINE.search(line.strip()) and not _CSV_LINE.search(line)
     )
     units = list(prose_units(prose))
     scored = sorted(((score(u), i, u) for i, u in enumerate(units)), key=lambda t: (-t[0], t[1]))

@@ -189,7 +189,10 @@ def _fallback(draft: Draft, units: list[Unit], budget: int) -> str:
     if count_tokens(line) <= budget:
         return line
     short = clip_words("- " + text, budget)
-    return short if short.strip(" -…") else fit_tokens(text, budget)
+    if short.strip(" -…"):
+        return short
+    head = fit_tokens(text, budget - 1)  # one long word: cut it, keep the bullet
+    return "- " + head if head and count_tokens("- " + head) <= budget else fit_tokens(text, budget)
 
 
 class DigestSummarizer:

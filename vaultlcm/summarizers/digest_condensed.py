@@ -44,7 +44,8 @@ GIST_WORDS = {1: 9, 2: 7}
 DEFAULT_GIST_WORDS = 5
 DECISION_WORDS = 7
 #: Key phrases one timeline entry may carry (the weightiest: changes, people, dates, numbers).
-MAX_FACTS = 14
+MAX_FACTS = {1: 14}
+DEFAULT_MAX_FACTS = 24
 MAX_CODE_NAMES = 4
 #: Open items a note above depth 1 keeps: the newest state, not every to-do ever written.
 MAX_OPEN_ABOVE = 6
@@ -317,6 +318,7 @@ def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
     for k, (text, weight) in enumerate(tally.parts()):
         draft.units.append(Unit(TIMELINE, line, (i, 0, 10 + k), text, link, weight, joiner="; ", part="done"))
     said = " ".join(text for text, _ in tally.parts()).lower()
-    facts = sorted((f for f in _facts(child) if f[0].lower() not in said), key=lambda pw: -pw[1])[:MAX_FACTS]
+    facts = sorted((f for f in _facts(child) if f[0].lower() not in said),
+                   key=lambda pw: -pw[1])[: MAX_FACTS.get(depth, DEFAULT_MAX_FACTS)]
     for k, (phrase, weight) in enumerate(facts):
         draft.units.append(Unit(TIMELINE, line, (i, 0, 100 + k), phrase, link, weight, joiner=", ", part="facts"))

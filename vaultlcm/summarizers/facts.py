@@ -118,9 +118,17 @@ IDENT_RE = re.compile(
     r"rb|php|sh|sql|html|css|lock|log|csv|xml|env)\b"
     r"|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"  # snake_case
     r"|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"  # camelCase, CamelCase
+    r"|(?<![\w/])#[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b"  # chat channels: #routing-alerts
+    r"|\b[a-z][\w.-]*:\d[\w.-]*\b"  # image tags: python:3.12-slim
     r"|`[^`\n]{1,60}`"  # anything the writer put in code quotes
 )
-_CAPITALIZED = re.compile(r"(?<![\w/.`-])[A-Z][a-z]{2,}(?:[- ][A-Z][a-z]{2,})?(?![\w`])")
+#: A word or two of letters (any script); :func:`_capitalized` keeps the ones written like names.
+_NAME_CANDIDATE = re.compile(r"(?<![\w/.`-])[^\W\d_]{3,}(?:-[^\W\d_]{3,})?(?![\w`])")
+
+
+def _capitalized(word: str) -> bool:
+    """"Tomás", "Maya Okafor", "Lord-Howe": each part an upper-case letter, then lower-case ones."""
+    return all(part[:1].isupper() and part[1:].islower() for part in re.split(r"[- ]", word))
 #: Capitalized words that start sentences or name things everybody knows: not people.
 _NOT_NAMES = frozenset(
     """
@@ -139,7 +147,7 @@ _NOT_NAMES = frozenset(
     Important Warning Todo Fixme Done Draft Revised Added Changes Change Total Both Until Unless Whether About Above
     Below Between Under Over Again Actually Basically Otherwise Instead Though Although Meanwhile Finally Overall
     Correct Correction Corrected Nothing Something Anything Everything Nobody Somebody Anyone Someone Everyone
-    Batching Line Lines Support Side Quick Also Nope Sorry Oops Okay Hmm Yesterday Heads Regarding Meanwhile Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March
+    Batching Line Lines Support Side Quick Repo Customer Amount Issued Timezone Status Total Name Value Type Also Nope Sorry Oops Okay Hmm Yesterday Heads Regarding Meanwhile Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March
     April June July August September October November December Sept True False Null Python Linux Windows
     Markdown Obsidian README Local Remote Production Staging Main Master Branch Commit Merge Push Pull Issue Ticket
     """.split()
@@ -264,13 +272,21 @@ def names_in(text: str) -> list[str]:
     """
     out = []
     t = text[:MAX_UNIT_CHARS]
-    for m in _CAPITALIZED.finditer(t):
-        word = m.group()
+    words = [(m.start(), m.group()) for m in _NAME_CANDIDATE.finditer(t) if _capitalized(m.group())]
+    k = 0
+    while k < len(words):
+        start, word = words[k]
+        # "Maya Okafor": capitalized words one space apart are one name.
+        while k + 1 < len(words) and words[k + 1][0] == start + len(word) + 1 and t[start + len(word)] == " ":
+            k += 1
+            word += " " + words[k][1]
+        k += 1
         if word.split()[0].split("-")[0] in _NOT_NAMES:
             continue
-        before = t[: m.start()].rstrip()
-        mid_sentence = bool(before) and (before[-1].isalnum() or before[-1] in ",&")
-        if not mid_sentence and not _SUBJECT_VERB.match(t, m.end()):
+        before = t[:start]
+        # After a word, or after ", " in running text ("Priya, Jonas and Tomás"); not in a CSV header.
+        mid_sentence = bool(before.strip()) and (before.rstrip()[-1].isalnum() or before.endswith((", ", "& ")))
+        if not mid_sentence and not _SUBJECT_VERB.match(t, start + len(word)):
             continue
         out.append(word)
     return out
@@ -477,8 +493,10 @@ PHRASE_WEIGHT = {"change": 9, "role": 8, "preference": 8, "choice": 8, "ticket":
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _GLUE_WORDS = frozenset("in on at of for to and or is was were are we had has have with from by the a an than about "
                         "after before since until over under into per".split())
+#: Words before a number that do not say what it counts ("create mode 100644", "should be 0042").
+_NOT_LABELS = frozenset("be been is was are were should would could will can mode widen than about around".split())
 _LABELLED = re.compile(
-    r"\b(?:[a-z][\w-]{1,24}\s){1,2}(?:#?\d{4,}(?![\w]|[.,:/-]\w)|\d+\.\d+\.\d+\b|[a-z][a-z]+(?:-[a-z]+)*-\d+\b)"
+    r"\b(?:[a-z][\w-]{1,24}\s){1,2}(?:\d{4,}(?![\w]|[.,:/-]\w)|\d+\.\d+\.\d+\b|[a-z][a-z]+(?:-[a-z]+)*-\d+\b)"
 )
 _RELATIVE = re.compile(r"^(?:tomorrow|yesterday|tonight|next week|end of)", re.I)
 
@@ -508,6 +526,8 @@ _VERSIONISH = re.compile(r"^(?:v?\d+\.\d+(?:\.\d+)+\S*|v\d+(?:\.\d+)*|(?=[0-9a-f
 def _ident_kind(ident: str) -> str:
     if _TICKET.match(ident):
         return "ticket"
+    if ident.startswith("#") or re.match(r"^[a-z][\w.-]*:\d", ident):
+        return "version"  # a channel or an image tag: as specific as a version
     if _VERSIONISH.match(ident):
         return "version"
     return "ident"
@@ -559,15 +579,17 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
     if choice:
         found.append((choice.group().rstrip(",.;:"), "choice"))
     found.extend((m.group(), _date_kind(m.group())) for m in DATE_RE.finditer(t))
-    found.extend((m.group(), "number" if len(re.sub(r"\D", "", m.group())) >= 2 else "small")
-                 for m in _NUMBER_UNIT.finditer(t))
+    for m in _NUMBER_UNIT.finditer(t):
+        digits = re.sub(r"\D", "", m.group())
+        year = re.fullmatch(r"(?:19|20)\d\d", digits)  # "2025 request(s)": a year, not a count
+        found.append((m.group(), "number" if len(digits) >= 2 and not year else "small"))
     # "build 5207", "export job 2048", "payouts 3.4.19", "pod search-indexer-266": a number is only
     # findable again with the word that says what it counts.
     for m in _LABELLED.finditer(t):
         *label, value = m.group().split()
         while label and label[0] in _GLUE_WORDS:
             label.pop(0)
-        if label and not re.fullmatch(r"(?:19|20)\d\d", value):
+        if label and label[-1] not in _NOT_LABELS and not re.fullmatch(r"(?:19|20)\d\d", value):
             found.append((" ".join([*label, value]), "labelled"))
     for m in IDENT_RE.finditer(t):
         ident = m.group().strip("`")
@@ -578,7 +600,7 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
     for phrase, kind in found:
         p = phrase.strip()
         low = p.lower()
-        if not p or any(low in s for s in seen):
+        if not p or any(low in s for s in seen) or (kind == "labelled" and any(s in low for s in seen)):
             continue
         seen.append(low)
         out.append((p, kind))
