@@ -20,7 +20,6 @@ from fakellm import FakeLLM, Reply
 from vaultlcm.errors import ProviderConfigError, SummarizerError
 from vaultlcm.settings import Settings
 from vaultlcm.summarizers import (
-    CORRECTION_PREFIX,
     TEMPLATE_NAMES,
     TRUNCATION_MARKER,
     AnthropicSummarizer,

@@ -60,7 +60,9 @@ _TEST_CMD = re.compile(
     r"python\d?(?:\.\d+)?\s+-m\s+(?:pytest|unittest))\b"
 )
 _PYTEST_COUNTS = re.compile(r"(\d+) (passed|failed|errors?|error|skipped|xfailed|xpassed|deselected)\b")
-_FAILED_TEST = re.compile(r"^(?:FAILED|ERROR)\s+(\S+)|^--- FAIL: (\S+)|^\s*✕\s+(.+?)(?:\s+\(\d+\s*ms\))?$|^test (\S+) \.\.\. FAILED", re.M)
+_FAILED_TEST = re.compile(
+    r"^(?:FAILED|ERROR)\s+(\S+)|^--- FAIL: (\S+)|^\s*✕\s+(.+?)(?:\s+\(\d+\s*ms\))?$|^test (\S+) \.\.\. FAILED", re.M
+)
 _COMMIT_LINE = re.compile(r"^\[([^\]\s]+)(?: \(root-commit\))? ([0-9a-f]{7,40})\] (.+)$", re.M)
 _PR_URL = re.compile(r"https?://\S+/(pull|pulls|merge_requests|issues)/(\d+)")
 _EXIT = re.compile(r"\bexit(?:ed)?(?: with)?(?: code| status)?[:= ]+(\d+)", re.I)
@@ -91,7 +93,7 @@ def canonical_tool(name: str) -> str:
 
 
 def tool_kind(name: str) -> str:
-    """``read``, ``list``, ``glob``, ``edit``, ``search``, ``shell``, ``fetch``, ``websearch``, ``todo``, ``task`` or ``call``."""
+    """What a tool does: one of the keys of ``_KINDS``, or ``call`` for anything else."""
     base = canonical_tool(name)
     for kind, names in _KINDS.items():
         if base in names or base.replace("_", "") in names:
@@ -278,8 +280,8 @@ def _test_outcome(text: str) -> str:
             parts.append(f"{number} {word}")
     summary = ", ".join(sorted(parts, key=lambda p: (not p.endswith(("failed", "errors")), p)))
     if not summary:
-        m = re.search(r"\b(?:Tests?:|test result:)\s*(.+)", text[-3000:])
-        summary = _words(m.group(1), 8) if m else ""
+        found = re.search(r"\b(?:Tests?:|test result:)\s*(.+)", text[-3000:])
+        summary = _words(found.group(1), 8) if found else ""
     if names:
         shown = ", ".join(names[:3]) + (f" (+{len(names) - 3} more)" if len(names) > 3 else "")
         return f"{summary or 'failed'}: {shown}"
@@ -365,7 +367,8 @@ def make_action(call: dict[str, Any], result: dict[str, Any] | None, item: int) 
             end = args.get("end_line")
             if args.get("view_range") and isinstance(args["view_range"], list) and len(args["view_range"]) == 2:
                 start, end = args["view_range"]
-            lines = f" lines {_short_value(start, 8)}–{_short_value(end, 8)}" if end else f" from line {_short_value(start, 8)}"
+            first = _short_value(start, 8)
+            lines = f" lines {first}–{_short_value(end, 8)}" if end else f" from line {first}"
         action = Action("read", item, f"read {path_s or flatten_args(args)}{lines}",
                         paths=[path_s] if path_s else [])
     elif kind in ("list", "glob"):
@@ -414,9 +417,10 @@ def make_action(call: dict[str, Any], result: dict[str, Any] | None, item: int) 
         url = _short_value(str(_first(args, ("url", "uri", "href")) or flatten_args(args)), 70)
         action = Action("fetch", item, f"fetched {url}")
     elif kind == "websearch":
-        action = Action("websearch", item, f'searched the web for "{_short_value(str(_first(args, _PATTERN_KEYS) or ""), 50)}"')
+        query = _short_value(str(_first(args, _PATTERN_KEYS) or ""), 50)
+        action = Action("websearch", item, f'searched the web for "{query}"')
     elif kind == "todo":
-        todos = args.get("todos") if isinstance(args.get("todos"), list) else []
+        todos: list[Any] = args["todos"] if isinstance(args.get("todos"), list) else []
         pending = [
             _short_value(str(t.get("content") or t.get("title") or t.get("task") or ""), 80)
             for t in todos
@@ -556,15 +560,19 @@ def _merge(a: Action, b: Action) -> Action | None:
     if a.kind in ("read", "list", "glob", "edit") and b.paths:
         paths = a.paths + [p for p in b.paths if p not in a.paths]
         return replace(a, paths=paths, added=a.added + b.added, removed=a.removed + b.removed, count=a.count + b.count,
-                       matches=(a.matches or 0) + (b.matches or 0) if a.matches is not None or b.matches is not None else None,
-                       text=a.text if a.text.startswith("created") and len(paths) == 1 else a.text)
+                       matches=_sum_matches(a, b))
     if a.kind == "search":
         pattern = a.pattern if b.pattern == a.pattern else f'{a.pattern}", "{b.pattern}'
-        return replace(a, pattern=pattern, count=a.count + b.count,
-                       matches=(a.matches or 0) + (b.matches or 0) if a.matches is not None or b.matches is not None else None)
+        return replace(a, pattern=pattern, count=a.count + b.count, matches=_sum_matches(a, b))
     if a.kind == "shell" and a.command == b.command and not a.command.startswith("git commit"):
         return replace(a, count=a.count + b.count, outcome=b.outcome)
     return None
+
+
+def _sum_matches(a: Action, b: Action) -> int | None:
+    if a.matches is None and b.matches is None:
+        return None
+    return (a.matches or 0) + (b.matches or 0)
 
 
 def _render_group(a: Action) -> Action:
@@ -574,7 +582,8 @@ def _render_group(a: Action) -> Action:
         if len(a.paths) >= 3:
             common = _common_dir(a.paths)
             where = f" under {common}/" if common and common != "." else ""
-            a.text = f"read {len(a.paths)} files{where}" if where else "read " + ", ".join(posixpath.basename(p) for p in a.paths[:4]) + ("…" if len(a.paths) > 4 else "")
+            names = ", ".join(posixpath.basename(p) for p in a.paths[:4]) + ("…" if len(a.paths) > 4 else "")
+            a.text = f"read {len(a.paths)} files{where}" if where else f"read {names}"
         else:
             a.text = "read " + ", ".join(a.paths)
     elif a.kind == "list":
@@ -589,7 +598,8 @@ def _render_group(a: Action) -> Action:
         a.text = f"{verb} {where or 'a file'} (+{a.added} −{a.removed})"
     elif a.kind in ("search", "glob"):
         if a.kind == "search":
-            a.text = f'searched for "{a.pattern}"' + (f" ({a.count}×)" if a.count > 1 and '", "' not in a.pattern else "")
+            again = f" ({a.count}×)" if a.count > 1 and '", "' not in a.pattern else ""
+            a.text = f'searched for "{a.pattern}"{again}'
         if a.matches is not None:
             a.outcome = f"({a.matches} match{'es' if a.matches != 1 else ''})"
     elif a.kind == "shell" and a.count > 1:

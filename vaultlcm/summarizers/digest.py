@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from ..tokens import count_tokens
 from .base import SummaryRequest, aggressive_target, bound_items, fit_tokens, source_tokens
 from .body import bullet, render
-from .facts import clip_words, shorten
+from .phrases import clip_words, shorten
 
 #: What ``summarizer`` in a note's frontmatter says for digest summaries.
 DIGEST_NAME = "digest"
@@ -144,7 +144,7 @@ def pack(draft: Draft, budget: int) -> str:
 
     # Every section first gets its best unit (a leaf that lost all its Done lines to
     # facts would no longer say what was done), then the rest goes by score.
-    best_of = {}
+    best_of: dict[str, Unit] = {}
     for unit in ranked:
         best_of.setdefault(unit.section, unit)
     room = offer(sorted(best_of.values(), key=lambda u: (-u.score, u.pos)), room)

@@ -3,7 +3,8 @@
 Each child (a leaf or a lower condensed note, in any format: the digest's own,
 an LLM's prose, a person's edit) becomes one **Timeline** line:
 
-    - Nov 2, 09:14–11:30 · fix flaky due-date test LEDG-482 · edited invoice.py (+8 −3), tests 7 passed · 3,612 invoices, Priya [[sum_…|↗]]
+    - Nov 2, 09:14–11:30 · fix flaky due-date test LEDG-482 · edited invoice.py (+8 −3) ·
+      3,612 invoices, Priya [[sum_…|↗]]
 
 its time span, what it was about (a few words of what was asked), what was
 done (tallied: files edited, tests, commits, pull requests) and the facts it
@@ -22,17 +23,25 @@ import re
 from dataclasses import dataclass, field
 
 from .base import SourceItem
-from .body import CONDENSED_SECTIONS, DECIDED, DONE, FOUND, OPEN, TIMELINE, ParsedBody, correction_line, parse_body, strip_links
+from .body import (
+    CONDENSED_SECTIONS,
+    DECIDED,
+    DONE,
+    FOUND,
+    OPEN,
+    TIMELINE,
+    ParsedBody,
+    correction_line,
+    parse_body,
+    strip_links,
+)
 from .digest import Draft, Unit
-from .facts import (
-    CHITCHAT_RE,
+from .facts import CHITCHAT_RE, facts_of, score, split_sentences
+from .phrases import (
     PHRASE_WEIGHT,
-    facts_of,
     first_words,
     key_phrases,
     recompose,
-    score,
-    split_sentences,
     telegraph,
     time_span,
     value_changes,
@@ -227,19 +236,19 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     changes: dict[frozenset[str], list[tuple[str, str, str, Child]]] = {}
     for child in children:
         _timeline_units(draft, child, depth)
-        for n, line in enumerate(child.body.lines):
-            text = strip_links(line.text)
+        for n, body_line in enumerate(child.body.lines):
+            text = strip_links(body_line.text)
             for change in value_changes(text):
                 key = _key_words(change.key)
                 match = next((k for k in changes if k and key and (k <= key or key <= k)), key)
                 changes.setdefault(match, []).append((change.key, change.old, change.new, child))
-            if line.section == DECIDED:
+            if body_line.section == DECIDED:
                 decisions.append((text, child, n))
-            elif line.section in (FOUND, "Asked"):
+            elif body_line.section in (FOUND, "Asked"):
                 # A line holds several sentences of one message: only the deciding one is a decision.
                 decisions.extend((sentence, child, n) for sentence in split_sentences(text)
                                  if facts_of(sentence).decision)
-            elif line.section == OPEN:
+            elif body_line.section == OPEN:
                 opens.append((text, child, n))
     _change_units(draft, changes)
     kept: list[str] = []
@@ -259,7 +268,8 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
             continue
         kept.append(short)
         newest = 3 if child.index == last else 1 if child.index == last - 1 else 0
-        draft.units.append(Unit(OPEN, ("open", child.index, n), (child.index, 2, n), short, child.item.link, 5 + newest))
+        draft.units.append(Unit(OPEN, ("open", child.index, n), (child.index, 2, n), short, child.item.link,
+                                5 + newest))
     if not draft.units and items:
         draft.fallback = f"{len(items)} summaries"
     return draft
@@ -267,7 +277,8 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
 
 _MARKER_WORDS = frozenset(
     "i i'd i'll we we'll let's lets go with going decided decide decision agreed agree chose choose opted settled "
-    "approved rejected rejecting reject plan is sticking recorded as will use switch to the a an and it that this".split()
+    "approved rejected rejecting reject plan is sticking recorded as will use switch to the a an and it that "
+    "this".split()
 )
 
 
@@ -294,7 +305,8 @@ def _change_units(draft: Draft, changes: dict[frozenset[str], list[tuple[str, st
         if not before:
             continue
         text = f"{key}: {new} (was {', '.join(before[:5])})"
-        draft.units.append(Unit(DECIDED, ("change", key), (child.index, 0, len(draft.units)), text, child.item.link, 10))
+        draft.units.append(Unit(DECIDED, ("change", key), (child.index, 0, len(draft.units)), text, child.item.link,
+                                10))
 
 
 def _timeline_units(draft: Draft, child: Child, depth: int) -> None:

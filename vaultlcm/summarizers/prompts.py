@@ -34,9 +34,17 @@ from string import Template
 
 from ..errors import SummarizerError
 from ..tokens import count_tokens
-from .base import SourceItem, SummaryRequest, aggressive_target, bound_items, cut_text, source_tokens, template_for_depth
+from .base import (
+    SourceItem,
+    SummaryRequest,
+    aggressive_target,
+    bound_items,
+    cut_text,
+    source_tokens,
+    template_for_depth,
+)
 from .body import CORRECTION_PREFIX
-from .facts import time_span
+from .phrases import time_span
 
 TEMPLATE_NAMES = ("system", "leaf", "depth-1", "depth-2", "depth-3plus", "aggressive", "ask")
 #: The markers around untrusted content; every template refers to them by name.
