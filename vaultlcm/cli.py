@@ -25,26 +25,47 @@ def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=None))
 
 
+def _fail(message: str, code: int) -> None:
+    # One line, whatever the message holds: scripts read the first line of stderr.
+    click.echo("Error: " + " ".join(message.split()), err=True)
+    sys.exit(code)
+
+
 def handle_errors(func: F) -> F:
-    """Turn library errors into ``Error: ...`` and the right exit code."""
+    """Turn every failure into one ``Error: ...`` line and an exit code (a traceback only with ``--debug``)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context(silent=True)
+        debug = bool(ctx and isinstance(ctx.find_object(Context), Context) and ctx.find_object(Context).debug)
         try:
             return func(*args, **kwargs)
-        except VaultLCMError as exc:
-            # One line, whatever the message holds: scripts read the first line of stderr.
-            click.echo("Error: " + " ".join(str(exc).split()), err=True)
-            sys.exit(exc.exit_code)
         except BrokenPipeError:
             sys.exit(0)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the CLI's one place that turns errors into a line
+            if debug:
+                raise
+            if isinstance(exc, VaultLCMError):
+                _fail(str(exc), exc.exit_code)
+            if isinstance(exc, OSError):
+                from .errors import StorageError
+
+                _fail(str(StorageError.from_os(exc, exc.filename or "a file", "use")), 1)
+            _fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback, and please "
+                  "report it)", 1)
 
     return wrapper  # type: ignore[return-value]
 
 
 class Context:
-    def __init__(self, vault_path: str | None) -> None:
+    def __init__(self, vault_path: str | None, debug: bool = False) -> None:
         self.vault_path = Path(vault_path) if vault_path else Path.cwd()
+        self.debug = debug
         self._vault: Any = None
 
     def vault(self) -> Any:
@@ -56,7 +77,12 @@ class Context:
 
     def close(self) -> None:
         if self._vault is not None:
-            self._vault.close()
+            try:
+                self._vault.close()
+            except Exception as exc:  # noqa: BLE001 - the command's answer is out; say what failed after it
+                if self.debug:
+                    raise
+                click.echo("Error: while closing the vault: " + " ".join(str(exc).split()), err=True)
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -71,10 +97,11 @@ pass_ctx = click.make_pass_decorator(Context)
     type=click.Path(file_okay=False),
     help="Vault folder (default: VAULTLCM_VAULT, else the current directory).",
 )
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of one line.")
 @click.pass_context
-def cli(ctx: click.Context, vault_path: str | None) -> None:
+def cli(ctx: click.Context, vault_path: str | None, debug: bool) -> None:
     """vaultlcm: lossless memory for AI agents, kept as an Obsidian vault."""
-    obj = Context(vault_path)
+    obj = Context(vault_path, debug)
     ctx.obj = obj
     ctx.call_on_close(obj.close)
 

@@ -71,7 +71,8 @@ class Vault:
             clock=clock,
         )
         self.dag = Dag(self.layout, self.catalog)
-        self.indexer = IndexKeeper(self)
+        self.indexer = IndexKeeper(self.layout, self.settings, self.catalog, self.log, self.dag,
+                                   conversations=self.conversations, sync=self.sync)
         self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
         self._lock = threading.RLock()
         self._closed = False
