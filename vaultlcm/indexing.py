@@ -49,14 +49,14 @@ def message_doc(row: "MessageRow", msg: Message) -> IndexDoc:
     text = msg.searchable_text() + ("\n" + ids if ids else "")
     return IndexDoc(
         id=row.id, kind="message", conversation=row.conv, text=text, at=_ts(row.at),
-        role=row.role, depth=-1, content_hash=row.hash,
+        role=row.role, depth=-1, content_hash=row.hash, seq=row.seq,
     )
 
 
 def summary_doc(row: "SummaryRow") -> IndexDoc:
     return IndexDoc(
         id=row.id, kind="summary", conversation=row.conv, text=row.body, at=_ts(row.latest_at),
-        role="", depth=row.depth, content_hash=row.body_hash,
+        role="", depth=row.depth, content_hash=row.body_hash, seq=row.last_seq or 0,
     )
 
 
