@@ -134,8 +134,9 @@ def template_for_depth(depth: int) -> str:
 #: (depth 1) to a quarter (above), so a summary always compresses what it covers.
 TARGET_RATIO = {0: 1 / 3, 1: 1 / 3, 2: 0.3}
 UPPER_TARGET_RATIO = 1 / 4
-#: Smallest target worth asking for: one line with its link.
-MIN_TARGET_TOKENS = 48
+#: Smallest target worth asking for: three or four short lines with their links (a link alone costs
+#: about 30 tokens), so a short stretch of history is not squeezed into a single line.
+MIN_TARGET_TOKENS = 160
 
 
 def target_for(depth: int, source: int, cap: int) -> int:

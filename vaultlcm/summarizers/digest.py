@@ -28,6 +28,9 @@ from .phrases import clip_words, shorten
 
 #: What ``summarizer`` in a note's frontmatter says for digest summaries.
 DIGEST_NAME = "digest"
+#: A section's best unit is taken before the rest only when it says at least this much.
+DIVERSITY_MIN_SCORE = 3
+DIVERSITY_MIN_ROOM = 200
 
 
 @dataclass
@@ -146,8 +149,10 @@ def pack(draft: Draft, budget: int) -> str:
     # facts would no longer say what was done), then the rest goes by score.
     best_of: dict[str, Unit] = {}
     for unit in ranked:
-        best_of.setdefault(unit.section, unit)
-    room = offer(sorted(best_of.values(), key=lambda u: (-u.score, u.pos)), room)
+        if unit.score >= DIVERSITY_MIN_SCORE:  # a plain "read x.py" does not earn a section of its own
+            best_of.setdefault(unit.section, unit)
+    if room >= DIVERSITY_MIN_ROOM:  # with room for a handful of lines only, the best ones go first
+        room = offer(sorted(best_of.values(), key=lambda u: (-u.score, u.pos)), room)
     offer(ranked, room)
     text = render_units(draft, chosen)
     for _ in range(3):

@@ -21,6 +21,7 @@ from .base import SourceItem
 from .body import ASKED, DONE, FOUND, LEAF_SECTIONS, OPEN, correction_line
 from .digest import Draft, Unit
 from .facts import CHITCHAT_RE, facts_of, prose_units, score
+from .phrases import key_phrases
 
 _ROLE_PREFIX = re.compile(r"^(system|user|assistant|tool|developer|function)\s*:\s?", re.I)
 _CALL_LINE = re.compile(r"^-> tool call (\S+) \[([^\]]*)\]: (.*)$")
@@ -34,6 +35,11 @@ ACTION_BONUS = 0
 READ_KINDS = frozenset({"read", "fetch", "websearch", "call", "task"})
 #: A fact in a tool result counts a little less than the same fact said in the conversation.
 RESULT_PENALTY = 0
+#: An assistant sentence that names something right after the user asked a question answers it.
+ANSWER_BONUS = 4
+#: What a sentence loses when everything it names was said before.
+ECHO_PENALTY = 8
+_WEAK_KINDS = frozenset({"ident", "small", "relative", "time"})
 
 
 def _blocks_from_text(item: SourceItem) -> tuple[str, list[dict[str, Any]]]:
@@ -95,8 +101,13 @@ def leaf_draft(items: tuple[SourceItem, ...]) -> Draft:
     actions: list[Action] = []
     seen_text: set[str] = set()
     first_ask = True
+    question_open = False
     for index, (item, (role, blocks)) in enumerate(zip(items, parsed)):
         draft.corrections.extend(correction_line(c, item.link) for c in item.corrections)
+        if role == "user":
+            said = " ".join(b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str))
+            question_open = said.rstrip().endswith("?")
+        answered = False
         order = 0
         for block in blocks:
             kind = block.get("type")
@@ -109,6 +120,9 @@ def leaf_draft(items: tuple[SourceItem, ...]) -> Draft:
                         continue  # said twice (a pasted log, a repeated answer): once is enough
                     seen_text.add(key)
                     unit = _sentence_unit(index, order, role, text, item.link, first_ask)
+                    if unit is not None and question_open and role == "assistant" and facts_of(text).substance:
+                        unit.score += ANSWER_BONUS  # the answer to what the user just asked
+                        answered = True
                     if unit is not None:
                         if unit.section == ASKED and first_ask:
                             first_ask = False
@@ -131,6 +145,9 @@ def leaf_draft(items: tuple[SourceItem, ...]) -> Draft:
                 orphan = make_action({"name": name, "arguments": {}}, block, index)
                 orphan.text = f"result of an earlier {name} call"
                 actions.append(orphan)
+        if answered:
+            question_open = False
+    _mark_echoes(draft.units)
     for n, action in enumerate(merge_actions(actions)):
         link = items[action.item].link
         draft.units.append(Unit(DONE, ("action", n), (action.item, 0, n), action.render(), link,
@@ -142,6 +159,19 @@ def leaf_draft(items: tuple[SourceItem, ...]) -> Draft:
         roles = ", ".join(dict.fromkeys((it.role or it.kind) for it in items))
         draft.fallback = f"{len(items)} message{'s' if len(items) != 1 else ''} ({roles}) without text to summarize"
     return draft
+
+
+def _mark_echoes(units: list[Unit]) -> None:
+    """Sentences that only repeat facts said before ("Got it: the deadline is October 3") weigh little.
+
+    Agents restate what they were told; keeping both costs a line and says nothing new.
+    """
+    seen: set[str] = set()
+    for unit in sorted(units, key=lambda u: u.pos):
+        facts = {p.lower() for p, kind in key_phrases(unit.text) if kind not in _WEAK_KINDS}
+        if facts and facts <= seen:
+            unit.score = max(1, unit.score - ECHO_PENALTY)
+        seen |= facts
 
 
 def _sentence_unit(index: int, order: int, role: str, text: str, target: str | None, first_ask: bool) -> Unit | None:

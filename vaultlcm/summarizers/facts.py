@@ -106,6 +106,8 @@ NUMBER_UNIT_RE = re.compile(
     r"(?:\s?(?:/|per)\s?(?:s|sec|second|min|minute|h|hour|day|week|month|request|user|page|account)\b)?(?!\w)"
 )
 _BIG_NUMBER = re.compile(r"\b\d[\d,.]*\d\b")
+#: A number with the word that says what it is: "port 8443", "build 5207".
+_COUNTED = re.compile(r"\b[a-z][\w-]{2,} #?\d{3,}\b(?![.,]\d)")
 IDENT_RE = re.compile(
     r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b"  # tickets
     r"|(?<![\w/])#\d{2,6}\b"  # PRs and issues
@@ -296,7 +298,7 @@ def facts_of(text: str) -> Facts:
     """The facts in one unit (see the module docstring)."""
     t = text[:MAX_UNIT_CHARS]
     dates = len(DATE_RE.findall(t))
-    numbers = len(NUMBER_UNIT_RE.findall(t)) or (1 if _BIG_NUMBER.search(t) else 0)
+    numbers = len(NUMBER_UNIT_RE.findall(t)) + len(_COUNTED.findall(t)) or (1 if _BIG_NUMBER.search(t) else 0)
     return Facts(
         names=min(3, len(names_in(t))),
         role=bool(ROLE_RE.search(t)),
