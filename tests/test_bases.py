@@ -108,3 +108,19 @@ def test_views_follow_the_vault_and_are_written_only_when_they_change(tmp_path: 
         assert merged["messages"] == "text" and merged["mood"] == "text" and merged["depth"] == "number"
         home = frontmatter.loads((root / "conversations/a-conv/a-conv.md").read_text()).metadata
         assert home["messages"] == 2 and home["last_at"] == dt.datetime(2026, 5, 3, 10, 0, tzinfo=dt.UTC)
+
+
+def test_the_index_survives_a_deleted_state_folder(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "v"
+    with Vault.init(root) as v:
+        v.ingest_bytes("a", b'{"role": "user", "content": "one", "timestamp": "2026-05-01T10:00:00Z"}\n')
+        v.ingest_bytes("b", b'{"role": "user", "content": "two", "timestamp": "2026-05-02T10:00:00Z"}\n')
+    before = (root / INDEX_NOTE).read_text(encoding="utf-8")
+    shutil.rmtree(root / ".vaultlcm")
+    with Vault(root) as v:
+        v.ingest_bytes("b", b'{"role": "user", "content": "three", "timestamp": "2026-05-02T11:00:00Z"}\n')
+    after = (root / INDEX_NOTE).read_text(encoding="utf-8")
+    assert "[[conversations/a/a|a]] · 1 message ·" in after and "[[conversations/b/b|b]] · 2 messages" in after
+    assert "\nmessages: 2\n" in before and "\nmessages: 3\n" in after

@@ -127,6 +127,13 @@ def test_the_hook_never_fails_the_agent(home: Path) -> None:
     run_hook(event("Stop", missing).encode(), root=home / "v", create=True, environ=env_for(home), time_limit=5,
              detach=False)
     assert "does not exist" in (home / ".cache" / "vaultlcm" / "hooks.log").read_text(encoding="utf-8")
+    # a vault named by --vault / VAULTLCM_VAULT is never created by the hook (a typo must not scatter vaults)
+    transcript = home / ".claude" / "projects" / "-home-dev-ledgerly" / f"{SESSION}.jsonl"
+    transcript.write_text("".join(LINES), encoding="utf-8")
+    run_hook(event("Stop", transcript).encode(), root=home / "typo", create=False, environ=env_for(home),
+             time_limit=5, detach=False)
+    assert not (home / "typo").exists()
+    assert "not a vaultlcm vault" in (home / ".cache" / "vaultlcm" / "hooks.log").read_text(encoding="utf-8")
 
 
 def test_the_hook_returns_at_its_time_limit_and_finishes_in_the_background(home: Path) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from .fsutil import atomic_write, read_file
 
@@ -64,23 +64,29 @@ def _second(at: str | None) -> str | None:
     return at[:19] + "Z"
 
 
-def conversation_stats(catalog: "Catalog", conversations: list[str] | None = None) -> list[ConversationStats]:
-    """Counts and time span of each conversation the catalog knows (all, or the ones named)."""
-    where, args = "", cast(tuple[str, ...], ())
-    if conversations is not None:
-        if not conversations:
-            return []
-        where, args = f" WHERE conv IN ({','.join('?' * len(conversations))})", tuple(conversations)
-    msgs = {r[0]: r[1:] for r in catalog.execute(
-        "SELECT conv, COUNT(*), COUNT(DISTINCT path), MIN(at), MAX(at) FROM messages" + where + " GROUP BY conv",
-        args)}
-    sums = {r[0]: r[1:] for r in catalog.execute(
-        "SELECT conv, COUNT(*), MAX(depth) FROM summaries" + where + " GROUP BY conv", args)}
+def conversation_stats(catalog: "Catalog", layout: "VaultLayout", conversations: list[str]) -> list[ConversationStats]:
+    """Counts and time span of each conversation, at a cost that does not grow with its history.
+
+    Messages are the highest position (``seq`` counts 1, 2, ...), the span runs from
+    the first message to the last, days are the daily logs, and one pass over the
+    summaries counts them for every conversation.
+    """
+    if not conversations:
+        return []
+    if len(conversations) == 1:
+        sums = {r[0]: r[1:] for r in catalog.execute(
+            "SELECT conv, COUNT(*), MAX(depth) FROM summaries WHERE conv=? GROUP BY conv", (conversations[0],))}
+    else:
+        sums = {r[0]: r[1:] for r in catalog.execute("SELECT conv, COUNT(*), MAX(depth) FROM summaries GROUP BY conv")}
     out = []
-    for name in sorted(set(msgs) | set(sums)):
-        count, days, first, last = msgs.get(name, (0, 0, None, None))
+    for name in conversations:
+        last = catalog.execute("SELECT seq, at FROM messages WHERE conv=? ORDER BY seq DESC LIMIT 1", (name,))
+        first = catalog.execute("SELECT at FROM messages WHERE conv=? ORDER BY seq LIMIT 1", (name,))
+        logs = layout.logs_dir(name)
+        days = sum(1 for p in logs.glob("*.md")) if logs.is_dir() else 0
         nsum, depth = sums.get(name, (0, None))
-        out.append(ConversationStats(name, count, days, _second(first), _second(last), nsum, depth))
+        out.append(ConversationStats(name, last[0][0] if last else 0, days, _second(first[0][0] if first else None),
+                                     _second(last[0][1] if last else None), nsum, depth))
     return out
 
 
@@ -117,10 +123,15 @@ def render_index(stats: list[ConversationStats], home_link: Any) -> str:
     for s in rows:
         span = f" · {_minute(s.first_at)} → {_minute(s.last_at)}" if s.first_at and s.last_at else ""
         depth = f" (depth {s.max_depth})" if s.max_depth is not None else ""
-        lines.append(f"- {home_link(s.name)} · {s.messages:,} messages · {s.summaries:,} summaries{depth}{span}")
+        lines.append(f"- {home_link(s.name)} · {_count(s.messages, 'message')} · "
+                     f"{_count(s.summaries, 'summary', 'summaries')}{depth}{span}")
     if not rows:
         lines.append("_No conversations yet._")
     return "\n".join(lines) + "\n"
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n:,} {one if n == 1 else many or one + 's'}"
 
 
 def _minute(at: str | None) -> str:

@@ -540,7 +540,7 @@ def install(obj: Context, agent: str, do_write: bool, scope: str, project_dir: s
     Registers `vaultlcm hook claude-code` for the Stop, SubagentStop, PreCompact and SessionEnd
     events and the `vaultlcm mcp` server (recall tools inside Claude Code), without touching
     anything else in those files; running it twice changes nothing. A changed file is backed
-    up first (<file>.vaultlcm-backup).
+    up first (<file>.vaultlcm-backup). With --write the vault is created if missing.
     """
     import os
     from importlib.util import find_spec
@@ -571,12 +571,14 @@ def install(obj: Context, agent: str, do_write: bool, scope: str, project_dir: s
                 click.echo(f"  {note}")
             click.echo("merging in:")
             click.echo(render(change.fragment).decode("utf-8").rstrip())
-    if do_write or not pending:
+    if do_write:
         from .claude_code import open_hook_vault
 
-        with open_hook_vault(vault, create=not obj.explicit) as opened:
+        with open_hook_vault(vault, create=True) as opened:
             made = opened.created_files
         click.echo(f"Vault: {vault}" + (" (created)" if made else ""))
+    else:
+        click.echo(f"Vault: {vault}" + ("" if (vault / "vaultlcm.toml").is_file() else " (created by --write)"))
     if find_spec("mcp") is None:
         click.echo("Note: the MCP server needs the mcp package: pip install 'vaultlcm[mcp]' "
                    "(or pipx install 'vaultlcm[mcp]').", err=True)
@@ -595,7 +597,7 @@ def import_sessions(obj: Context, agent: str, folder: str | None, as_json: bool,
     """Every past Claude Code session (under ~/.claude/projects, or FOLDER), one conversation each.
 
     Safe to run again: what is already stored is not stored twice (a second run reports 0 new).
-    The vault is --vault or VAULTLCM_VAULT, else ~/.vaultlcm/claude-code (created if missing).
+    The vault is --vault or VAULTLCM_VAULT, else ~/.vaultlcm/claude-code; it is created if missing.
     """
     import os
 
@@ -605,7 +607,7 @@ def import_sessions(obj: Context, agent: str, folder: str | None, as_json: bool,
     root = Path(folder) if folder else claude_dir(os.environ) / "projects"
     if not root.exists():
         raise UsageError(f"{root} does not exist: no Claude Code sessions to import; give their folder as FOLDER")
-    with open_hook_vault(_agent_vault(obj), create=not obj.explicit) as vault:
+    with open_hook_vault(_agent_vault(obj), create=True) as vault:
         with progress_bar("Importing sessions", quiet=quiet) as bar:
             report = run_import(vault, root, progress=bar)
     if as_json:

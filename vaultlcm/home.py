@@ -27,7 +27,7 @@ def render_home(vault: "Vault", conv: str) -> str:
     logs = sorted(p.stem for p in logs_dir.glob("*.md")) if logs_dir.is_dir() else []
     summaries = vault.dag.all(conv)
     roots = [s for s in vault.dag.roots(conv)]
-    stats = conversation_stats(vault.catalog, [conv])
+    stats = conversation_stats(vault.catalog, layout, [conv])
     lines = [
         "---",
         f'conversation: "{conv}"',

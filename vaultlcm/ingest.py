@@ -11,7 +11,7 @@ stored``) and for scripts (``ids`` in input order).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -120,23 +120,34 @@ def incoming_from_api(
     return [Incoming(message=m, key=k) for m, k in zip(prepared, keys)]
 
 
-def redact_incoming(incoming: list[Incoming], redactor: "Redactor") -> tuple[list[Incoming], list[Counter[str]]]:
+def redact_incoming(incoming: list[Incoming], redactor: "Redactor", *, stored: Collection[str] = ()
+                    ) -> tuple[list[Incoming], list[Counter[str]]]:
     """Every string of every message (and its thread links) with secrets replaced; counts per message.
 
     Import keys were computed from the records as given, so re-importing the same
     file still finds them: the key identifies the source record, not the stored text.
+    Messages whose key is in ``stored`` are already in the vault (they will not be
+    written again) and are passed through as they are.
     """
     out: list[Incoming] = []
     counts: list[Counter[str]] = []
-    for inc in incoming:
+    todo = [not (inc.key and inc.key in stored) for inc in incoming]
+    among = redactor.batch_keywords(
+        [inc.message.role, inc.message.content, inc.message.extra, inc.thread] for inc, do in zip(incoming, todo)
+        if do)
+    for inc, do in zip(incoming, todo):
         found: Counter[str] = Counter()
+        if not do or among is not None and not among:
+            out.append(inc)
+            counts.append(found)
+            continue
         m = inc.message
-        role = redactor.redact_text(m.role, found)
-        content = redactor.redact_value(m.content, found)
-        extra = redactor.redact_value(m.extra, found)
+        role = redactor.redact_text(m.role, found, among)
+        content = redactor.redact_value(m.content, found, among)
+        extra = redactor.redact_value(m.extra, found, among)
         # hints repeat field names (key order): redacted alike, counted once (in extra)
-        hints = redactor.redact_value(m.hints)
-        thread = redactor.redact_value(inc.thread, found) if inc.thread else inc.thread
+        hints = redactor.redact_value(m.hints, None, among)
+        thread = redactor.redact_value(inc.thread, found, among) if inc.thread else inc.thread
         if found or hints is not m.hints:
             message = m.model_copy(update={"role": role, "content": content, "extra": extra, "hints": hints})
             inc = replace(inc, message=message, thread=thread)

@@ -24,11 +24,12 @@ re-importing the same file stays idempotent.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 MARKER = "[redacted: {}]"
@@ -59,8 +60,7 @@ class Rule:
     reject: Callable[[str], bool] | None = None
 
     def finds(self, text: str) -> Iterable[tuple[int, int]]:
-        if self.keywords and not any(k in text for k in self.keywords):
-            return
+        """Spans of this rule's secrets in ``text`` (the caller checked the keywords)."""
         for m in self.regex.finditer(text):
             start, end = m.span(self.group)
             if start < 0 or end <= start:
@@ -171,19 +171,34 @@ def _aws_pair(text: str, key_ids: list[tuple[int, int]]) -> Iterable[tuple[int, 
                 yield m.span()
 
 
-@dataclass
 class Redactor:
     """Replaces secrets in strings and in whole JSON values, counting what it replaced by kind."""
 
-    rules: tuple[Rule, ...] = RULES
+    def __init__(self, rules: tuple[Rule, ...] = RULES) -> None:
+        self.rules = rules
+        self._keywords = tuple(sorted({k for r in rules for k in r.keywords}))
+        self._always = [i for i, r in enumerate(rules) if not r.keywords]
 
-    def find(self, text: str) -> list[tuple[int, int, str]]:
-        """Non-overlapping ``(start, end, kind)`` of every secret in ``text``, in order."""
+    def keywords_in(self, text: str, among: Iterable[str] | None = None) -> frozenset[str]:
+        """The rules' keywords ``text`` holds (substring search, the cheapest test there is)."""
+        return frozenset(k for k in (self._keywords if among is None else among) if k in text)
+
+    def find(self, text: str, among: Iterable[str] | None = None) -> list[tuple[int, int, str]]:
+        """Non-overlapping ``(start, end, kind)`` of every secret in ``text``, in order.
+
+        ``among`` narrows the keywords to look for (those a whole message holds).
+        """
         if len(text) < _MIN_LENGTH:
+            return []
+        present = self.keywords_in(text, among)
+        candidates = self._always + [i for i, r in enumerate(self.rules)
+                                     if r.keywords and not present.isdisjoint(r.keywords)] if present else self._always
+        if not candidates:
             return []
         found: list[tuple[int, int, int, str]] = []
         aws_ids: list[tuple[int, int]] = []
-        for priority, rule in enumerate(self.rules):
+        for priority in candidates:
+            rule = self.rules[priority]
             for start, end in rule.finds(text):
                 found.append((start, end, priority, rule.kind))
                 if rule.kind == "aws-access-key-id":
@@ -203,8 +218,8 @@ class Redactor:
                 last_end = end
         return out
 
-    def redact_text(self, text: str, counts: Counter[str] | None = None) -> str:
-        spans = self.find(text)
+    def redact_text(self, text: str, counts: Counter[str] | None = None, among: Iterable[str] | None = None) -> str:
+        spans = self.find(text, among)
         if not spans:
             return text
         parts: list[str] = []
@@ -218,22 +233,39 @@ class Redactor:
         parts.append(text[pos:])
         return "".join(parts)
 
-    def redact_value(self, value: Any, counts: Counter[str] | None = None) -> Any:
-        """A JSON value with every string (keys too) redacted; unchanged parts are the same objects."""
-        return _Walk(self, counts).value(value)
+    def redact_value(self, value: Any, counts: Counter[str] | None = None,
+                     among: frozenset[str] | None = None) -> Any:
+        """A JSON value with every string (keys too) redacted; unchanged parts are the same objects.
+
+        ``among``: the keywords the value can hold at most (known from a search over a whole batch).
+        """
+        if not self._always:
+            # One search over the whole value first: most messages hold no keyword and are not walked at all.
+            among = self.keywords_in(json.dumps(value, ensure_ascii=False, default=str), among)
+            if not among:
+                return value
+        return _Walk(self, counts, among).value(value)
+
+    def batch_keywords(self, values: Iterable[Any]) -> frozenset[str] | None:
+        """The keywords any of ``values`` holds: one search for a whole batch (``None`` when rules without
+        keywords make every string a candidate anyway)."""
+        if self._always:
+            return None
+        return self.keywords_in("\0".join(json.dumps(v, ensure_ascii=False, default=str) for v in values))
 
 
 class _Walk:
-    def __init__(self, redactor: Redactor, counts: Counter[str] | None) -> None:
+    def __init__(self, redactor: Redactor, counts: Counter[str] | None, among: frozenset[str] | None) -> None:
         self.redactor = redactor
         self.counts = counts
+        self.among = among
 
     def value(self, value: Any, key: str | None = None) -> Any:
         if isinstance(value, str):
             if len(value) < _MIN_LENGTH or (
                     key in _BLOB_KEYS and len(value) >= _BLOB_MIN and _BASE64_BLOB.match(value)):
                 return value
-            return self.redactor.redact_text(value, self.counts)
+            return self.redactor.redact_text(value, self.counts, self.among)
         if isinstance(value, list):
             items = [self.value(v) for v in value]
             return value if all(a is b for a, b in zip(items, value)) else items
@@ -284,19 +316,6 @@ def check_pattern(kind: str, pattern: str) -> None:
         raise ValueError(f"redact_patterns: {kind!r} is not a valid regular expression ({exc})") from None
     if regex.search("") is not None:
         raise ValueError(f"redact_patterns: {kind!r} matches the empty string; it would mark every text")
-
-
-@dataclass
-class RedactionCounts:
-    """Secrets replaced in a batch of messages: by kind, and per message (for what was really stored)."""
-
-    per_message: list[Counter[str]] = field(default_factory=list)
-
-    def total(self, which: Iterable[int] | None = None) -> dict[str, int]:
-        out: Counter[str] = Counter()
-        for i in range(len(self.per_message)) if which is None else which:
-            out.update(self.per_message[i])
-        return dict(sorted(out.items()))
 
 
 def count_markers(text: str) -> Counter[str]:

@@ -192,7 +192,9 @@ class Vault:
         counts: list[Counter[str]] = []
         redactor = self.redactor
         if redactor is not None:
-            incoming, counts = redact_incoming(incoming, redactor)
+            # Records already stored will be skipped by the append: no need to scan them again.
+            stored = self.catalog.existing_keys(conv, [i.key for i in incoming if i.key]) if dedupe else set()
+            incoming, counts = redact_incoming(incoming, redactor, stored=stored)
         step = None
         if progress is not None:
             total, done = 2 * len(incoming), [0]
@@ -273,14 +275,15 @@ class Vault:
             home = self.layout.inside(self.layout.home_note(conv))
             if atomic_write(home, render_home(self, conv).encode("utf-8")):
                 written.append(self.layout.relative(home))
-        stats = conversation_stats(self.catalog)
-        missing = set(self.conversations()) - {s.name for s in stats}
+        on_disk = self.conversations()
+        stats = conversation_stats(self.catalog, self.layout, on_disk)
+        missing = [s.name for s in stats if (not s.messages and s.days) or (
+            not s.summaries and any(self.layout.summaries_dir(s.name).glob("*.md")))]
         if missing:  # the state folder was rebuilt: catch those conversations up first
-            for conv in sorted(missing):
-                self.log.sync(conv)
-            stats = conversation_stats(self.catalog)
-        on_disk = set(self.conversations())
-        written += write_views(self.layout, [s for s in stats if s.name in on_disk], self.log.home_link)
+            for conv in missing:
+                self.sync(conv)
+            stats = conversation_stats(self.catalog, self.layout, on_disk)
+        written += write_views(self.layout, stats, self.log.home_link)
         return written
 
     def _after_compaction(self, conv: str, report: CompactionReport) -> None:
