@@ -124,3 +124,14 @@ def test_the_index_survives_a_deleted_state_folder(tmp_path: Path) -> None:
     after = (root / INDEX_NOTE).read_text(encoding="utf-8")
     assert "[[conversations/a/a|a]] · 1 message ·" in after and "[[conversations/b/b|b]] · 2 messages" in after
     assert "\nmessages: 2\n" in before and "\nmessages: 3\n" in after
+
+
+def test_a_persons_note_named_like_the_index_is_left_alone(tmp_path: Path) -> None:
+    root = tmp_path / "obsidian"
+    root.mkdir()
+    mine = root / INDEX_NOTE
+    mine.write_text("# My conversations with people\n\n- Alice, Tuesday\n", encoding="utf-8")
+    with Vault.init(root) as v:
+        v.ingest_bytes("a", b'{"role": "user", "content": "hi"}\n')
+    assert mine.read_text(encoding="utf-8") == "# My conversations with people\n\n- Alice, Tuesday\n"
+    assert (root / CONVERSATIONS_BASE).is_file()

@@ -3,7 +3,8 @@
 ``Conversations.md``
     the vault-root index: every conversation's home note with its message and
     summary counts and its date range, newest activity first. Derived: rewritten
-    (only) when its text would change.
+    (only) when its text would change; a note of that name vaultlcm did not write
+    (tag ``lcm/index``) is left alone.
 ``Conversations.base`` and ``Summaries.base``
     Obsidian Bases (a core plugin) tables: one row per conversation (its home
     note's properties), and every summary note by conversation, depth and time.
@@ -34,6 +35,7 @@ INDEX_NOTE = "Conversations.md"
 CONVERSATIONS_BASE = "Conversations.base"
 SUMMARIES_BASE = "Summaries.base"
 TYPES_FILE = ".obsidian/types.json"
+INDEX_TAG = '  - "lcm/index"'
 
 #: Properties vaultlcm writes, with the Obsidian type that sorts and filters them right.
 PROPERTY_TYPES = {
@@ -110,7 +112,7 @@ def render_index(stats: list[ConversationStats], home_link: Any) -> str:
         f"messages: {sum(s.messages for s in rows)}",
         f"summaries: {sum(s.summaries for s in rows)}",
         "tags:",
-        '  - "lcm/index"',
+        INDEX_TAG,
         "---",
         "",
         "# Conversations",
@@ -259,8 +261,11 @@ def write_views(layout: "VaultLayout", stats: list[ConversationStats], home_link
     """
     written: list[str] = []
     root = layout.root
-    if atomic_write(layout.inside(root / INDEX_NOTE), render_index(stats, home_link).encode("utf-8")):
-        written.append(INDEX_NOTE)
+    index = layout.inside(root / INDEX_NOTE)
+    if not index.exists() or INDEX_TAG in read_file(index).decode("utf-8", errors="replace"):
+        # a note of that name that vaultlcm did not write (an existing Obsidian vault) is a person's
+        if atomic_write(index, render_index(stats, home_link).encode("utf-8")):
+            written.append(INDEX_NOTE)
     for name, text in ((CONVERSATIONS_BASE, CONVERSATIONS_BASE_TEXT), (SUMMARIES_BASE, SUMMARIES_BASE_TEXT)):
         path = layout.inside(root / name)
         if not path.exists():
