@@ -138,7 +138,9 @@ def test_the_hook_never_fails_the_agent(home: Path) -> None:
 
 def test_the_hook_returns_at_its_time_limit_and_finishes_in_the_background(home: Path) -> None:
     transcript = home / ".claude" / "projects" / "-home-dev-ledgerly" / f"{SESSION}.jsonl"
-    transcript.write_text("".join(LINES), encoding="utf-8")
+    # enough work that no machine finishes it within the 0.1 s limit
+    transcript.write_text("".join(small_session(f"{n:08d}-{SESSION[9:]}", "/home/dev/ledgerly", f"step {n} " * 50)
+                                  for n in range(100)), encoding="utf-8")
     Vault.init(home / ".vaultlcm" / "claude-code").close()  # as `install claude-code --write` leaves it
     p = hook(home, event("Stop", transcript), "--time-limit", "0.1")
     assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
@@ -147,7 +149,7 @@ def test_the_hook_returns_at_its_time_limit_and_finishes_in_the_background(home:
     while time.monotonic() < deadline and not (log.exists() and "new" in log.read_text(encoding="utf-8")):
         time.sleep(0.2)
     text = log.read_text(encoding="utf-8")
-    assert "continuing in the background" in text and "33 new" in text
+    assert "continuing in the background" in text and "200 new" in text
 
 
 # -- install -------------------------------------------------------------------------------

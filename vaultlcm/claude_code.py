@@ -184,10 +184,10 @@ def read_session(session: Session) -> bytes:
         except FileNotFoundError:
             if path == session.main:
                 raise
+    if len(texts) == 1:
+        return texts[0]  # as it is: error messages then name the file's own line numbers
     lines = [[ln if ln.endswith(b"\n") else ln + b"\n" for ln in t.splitlines(keepends=True) if ln.strip()]
              for t in texts]
-    if len(lines) == 1:
-        return b"".join(lines[0])
     return b"".join(line for _, line in heapq.merge(*(_timed(ls) for ls in lines), key=lambda x: x[0]))
 
 

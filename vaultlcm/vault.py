@@ -450,7 +450,6 @@ class Vault:
     def status(self) -> dict[str, Any]:
         """Per conversation: messages, tokens, days, time span, summaries and the active context."""
         from .compaction import item_tokens
-
         from .redaction_tally import RedactionTally
 
         for conv in self.conversations():
