@@ -88,7 +88,12 @@ def test_each_hook_event_stores_what_is_new_exactly_once(home: Path) -> None:
         assert len(v.catalog.rows(CONV)) == len(records(LINES))
     p = hook(home, event("Stop", transcript, stop_hook_active=True), "--time-limit", "240")
     assert p.returncode == 0
-    assert "0 new, 33 already stored" in (vault / ".vaultlcm" / "hooks.log").read_text(encoding="utf-8")
+    assert "unchanged since the last event" in (vault / ".vaultlcm" / "hooks.log").read_text(encoding="utf-8")
+    with Vault(vault) as v:  # and a full re-read stores nothing either
+        from vaultlcm.claude_code import ingest_session, session_at
+
+        again = ingest_session(v, session_at(transcript))
+    assert (again.new, again.already_stored) == (0, len(records(LINES)))
 
 
 def test_subagent_transcripts_join_their_session(home: Path) -> None:
@@ -333,3 +338,18 @@ def test_find_sessions_accepts_the_projects_folder_one_project_or_one_file(home:
     (folder / f"{SESSION}.jsonl").write_text("".join(LINES), encoding="utf-8")
     for root in (home / ".claude" / "projects", folder, folder / f"{SESSION}.jsonl"):
         assert [s.session_id for s in find_sessions(root)] == [SESSION]
+
+
+def test_an_event_on_unchanged_transcripts_reads_nothing(home: Path) -> None:
+    transcript = home / ".claude" / "projects" / "-home-dev-ledgerly" / f"{SESSION}.jsonl"
+    transcript.write_text("".join(LINES[:10]), encoding="utf-8")
+    vault = home / "v"
+    for name in ("Stop", "SessionEnd"):
+        run_hook(event(name, transcript).encode(), root=vault, create=True, environ=env_for(home), time_limit=60,
+                 detach=False)
+    with transcript.open("a", encoding="utf-8") as fh:
+        fh.write("".join(LINES[10:]))
+    run_hook(event("Stop", transcript).encode(), root=vault, create=True, environ=env_for(home), time_limit=60,
+             detach=False)
+    log = (vault / ".vaultlcm" / "hooks.log").read_text(encoding="utf-8").splitlines()
+    assert "10 new" in log[0] and "unchanged since the last event" in log[1] and "23 new, 10 already" in log[2]

@@ -49,6 +49,8 @@ HOOK_EVENTS = ("Stop", "SubagentStop", "PreCompact", "SessionEnd")
 #: Hook input larger than this is not a hook event (Claude Code sends a few hundred bytes).
 MAX_EVENT_BYTES = 1 << 20
 HOOK_LOG = "hooks.log"
+#: Sizes and times of the transcripts the hook last stored (in the state folder).
+SEEN_FILE = "claude-code-sessions.json"
 HOOK_LOG_MAX_BYTES = 1 << 20
 #: How long a detached hook worker may run before it stops (what it stored stays stored).
 WORKER_LIMIT_SECONDS = 600
@@ -84,6 +86,17 @@ class Session:
     @property
     def files(self) -> list[Path]:
         return [self.main, *self.subagents]
+
+    def stamps(self) -> dict[str, list[int]]:
+        """``{file: [size, mtime]}`` of every transcript of the session (to see whether anything changed)."""
+        out: dict[str, list[int]] = {}
+        for path in self.files:
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            out[str(path)] = [st.st_size, st.st_mtime_ns]
+        return out
 
     def size(self) -> int:
         total = 0
@@ -363,6 +376,39 @@ class HookLog:
             pass  # nowhere to log to: the agent must still not notice
 
 
+class SeenSessions:
+    """What the hook last stored, per session: the size and time of each transcript (derived state).
+
+    An event whose transcripts are exactly as they were (``SessionEnd`` right after
+    ``Stop``) has nothing new and is not read again.
+    """
+
+    LIMIT = 500
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        self.sessions: dict[str, Any] = data if isinstance(data, dict) else {}
+
+    def unchanged(self, session: Session, stamps: dict[str, list[int]]) -> bool:
+        return bool(stamps) and self.sessions.get(str(session.main)) == stamps
+
+    def record(self, session: Session, stamps: dict[str, list[int]]) -> None:
+        self.sessions.pop(str(session.main), None)
+        self.sessions[str(session.main)] = stamps  # newest last: the oldest go first past the limit
+        while len(self.sessions) > self.LIMIT:
+            self.sessions.pop(next(iter(self.sessions)))
+        try:
+            from .fsutil import atomic_write
+
+            atomic_write(self.path, json.dumps(self.sessions).encode("utf-8"))
+        except OSError:
+            pass  # a cache: without it the next event reads the transcript again
+
+
 def fallback_log(environ: Mapping[str, str]) -> HookLog:
     """Where the hook logs when it cannot open the vault: the user's cache folder."""
     return HookLog(Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "vaultlcm" / HOOK_LOG)
@@ -387,9 +433,15 @@ def handle_event(event: HookEvent, root: Path, *, create: bool, environ: Mapping
         if not event.transcript.is_file():
             raise UsageError(f"transcript {event.transcript} does not exist (yet)")
         session = session_at(event.transcript, [event.agent_transcript] if event.agent_transcript else [])
+        stamps = session.stamps()  # before reading: a line added meanwhile makes the next event read again
         with open_hook_vault(root, create=create) as vault:
             log = HookLog(vault.layout.state_dir / HOOK_LOG)
+            seen = SeenSessions(vault.layout.state_dir / SEEN_FILE)
+            if seen.unchanged(session, stamps):
+                log.write(f"{where}: unchanged since the last event; nothing to do")
+                return
             report = ingest_session(vault, session, cwd=event.cwd)
+            seen.record(session, stamps)
         log.write(f"{where}: {report.describe()} [{time.monotonic() - start:.1f}s]")
     except VaultLCMError as exc:
         (log or fallback_log(environ)).write(f"{where}: error: {' '.join(str(exc).split())}")

@@ -494,7 +494,7 @@ def _agent_vault(obj: Context) -> Path:
 
 @cli.command()
 @click.argument("agent", type=AGENT, metavar="claude-code")
-@click.option("--time-limit", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+@click.option("--time-limit", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="Seconds before returning to the agent; longer work finishes in the background.")
 @click.option("--foreground", is_flag=True, help="Work in this process, without a time limit (for debugging).")
 @pass_ctx
