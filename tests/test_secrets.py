@@ -294,3 +294,19 @@ def test_status_counts_markers_from_the_files(tmp_path: Path) -> None:
         assert v.status()["redacted"] == {"github-token": 1, "jwt": 1, "stripe-key": 1}
     code, out, _ = run("--vault", str(root), "status")
     assert "3 secrets redacted (1 github-token, 1 jwt, 1 stripe-key)" in out
+
+
+def test_a_secret_a_person_pastes_into_a_note_stays_out_of_the_index(tmp_path: Path) -> None:
+    secret = SAMPLES["github-token"]
+    with Vault.init(tmp_path) as v:
+        v.ingest("c", [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about the deploy " * 6}
+                       for i in range(80)])
+        v.compact("c", force=True)
+        leaf = next(s for s in v.dag.all("c") if s.kind == "leaf")
+        note = tmp_path / leaf.path
+        note.write_text(note.read_text().rstrip("\n") + f"\nThe deploy token was {secret}\n")  # the person's own text
+        v.refresh("c")
+        assert v.grep("deploy token")["hits"]
+        v.indexer.close()
+    index_bytes = b"".join(p.read_bytes() for p in (tmp_path / ".vaultlcm/index").rglob("*") if p.is_file())
+    assert secret.encode() not in index_bytes and b"ghp_" not in index_bytes

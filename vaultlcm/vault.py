@@ -77,13 +77,17 @@ class Vault:
         )
         self.dag = Dag(self.layout, self.catalog)
         self.indexer = IndexKeeper(self.layout, self.settings, self.catalog, self.log, self.dag,
-                                   conversations=self.conversations, sync=self.sync)
+                                   conversations=self.conversations, sync=self.sync, redact=self._redact_text)
         self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
         self._lock = threading.RLock()
         self._closed = False
         self._fully_synced: set[str] = set()
         self.created_files: list[str] = []
         self._redactor: Any = False  # built on first use (compiles the secret rules)
+
+    def _redact_text(self, text: str) -> str:
+        redactor = self.redactor
+        return redactor.redact_text(text) if redactor is not None else text
 
     @property
     def redactor(self) -> "Redactor | None":
