@@ -384,7 +384,9 @@ def test_sixty_short_messages_keep_their_tail_and_stay_raw(tmp_path: Path) -> No
             assert ctx["omitted_ids"], "without compaction the oldest messages cannot fit"
             assert run(tmp_path, "compact", "-c", "c", "--force").exit_code == 0
         else:
-            assert ctx["summary_ids"] and not ctx["omitted_ids"]
+            # summaries (at least a few lines each) cost more than these short messages: what
+            # compaction could not make smaller stays raw, and the context still fills the budget
+            assert ctx["estimated_tokens"] >= 950
 
 
 def test_a_budget_too_small_for_the_newest_user_message_is_an_error(tmp_path: Path) -> None:
@@ -417,8 +419,11 @@ def test_oversized_tool_results_at_the_start_do_not_stall_compaction(tmp_path: P
         assert report.created and not report.error
         active = v.dag.active("c")
         uncovered = [a.id for a in active if a.kind == "message"]
-        # everything outside the protected tail (the newest user message on, and 32 messages) is summarized
-        assert uncovered == ids[-32:] or len(uncovered) <= 33
+        # everything outside the protected tail (the newest user message on, and 32 messages) is summarized,
+        # but for a last few messages too small for a leaf that would be clearly smaller than them
+        assert uncovered[-32:] == ids[-32:]
+        rest = [v.catalog.get(i) for i in uncovered[:-32]]
+        assert not rest or not v.compactor.worth_a_leaf(rest)
         assert report.tokens_after < report.tokens_before / 10
         # and the big results sit in leaves of their own
         for mid in (ids[2], ids[4]):

@@ -19,8 +19,9 @@ coarsest cut of the history before the protected tail and refines it:
    tried: the history just before the tail turns raw first;
 5. the budget left over (less than any unfolding needs) goes to the newest leaf
    still folded, shown as its newest messages when most of them fit (the oldest
-   are left out, as a window would): the cut then fills the budget to the size
-   of a message.
+   are left out, as a window would), or, when compaction is behind, to the
+   newest messages of the newest leaf left out: the cut then fills the budget to
+   the size of a message.
 
 The result satisfies what the property tests check: the cut fits ``room``; and
 either the cut is all raw, or no summary left in it can be unfolded (into its
@@ -138,7 +139,29 @@ def plan_cut(
             i += grown  # go on with the newest of the new items
     if partial_share < 1:
         used = _partial_leaf(items, omitted, used, room, source, run_cost, partial_share)
+        used = _partial_omitted(items, omitted, used, room, source, run_cost)
     return Cut(items, omitted, used, verbatim=not omitted and all(i.kind == "message" for i in items))
+
+
+def _partial_omitted(items: list[Item], omitted: list[Item], used: int, room: int, source: Source, run_cost: int) -> int:
+    """When the newest item left out is a leaf, show its newest messages that fit (as a window would)."""
+    if not omitted or omitted[-1].summary is None or omitted[-1].summary.kind != "leaf":
+        return used
+    if items and items[0].first < omitted[-1].first:
+        return used  # not the boundary: something older than it is shown
+    kids = source.children(omitted[-1])
+    shown: list[Item] = []
+    for kid in reversed(kids):
+        if used + cut_cost([kid, *shown, *items[:1]], run_cost) - cut_cost(items[:1], run_cost) > room:
+            break
+        shown.insert(0, kid)
+    if not shown:
+        return used
+    used += cut_cost([*shown, *items[:1]], run_cost) - cut_cost(items[:1], run_cost)
+    omitted.pop()
+    omitted.extend(kids[: len(kids) - len(shown)])
+    items[0:0] = shown
+    return used
 
 
 def _newest_that_fit(base: list[Item], room: int, run_cost: int) -> tuple[list[Item], list[Item]]:

@@ -217,6 +217,13 @@ class Dag:
                     (rel, conv, size, mtime_ns, rel),
                 )
             return
+        old = self.get(fm.id)
+        if old is not None and not old.human_owned and old.gen_hash == fm.body_sha256 != body_hash(body):
+            # A person just edited a note the engine wrote: keep what the engine wrote, so the
+            # nodes above can carry exactly what changed (see generated_body).
+            self.catalog.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"generated_body:{fm.id}", old.body)
+            )
         self._store(conv, rel, size, mtime_ns, fm, body)
 
     def _store(self, conv: str, rel: str, size: int, mtime_ns: int, fm: SummaryFrontmatter, body: str) -> None:
@@ -365,6 +372,18 @@ class Dag:
                     db.execute("UPDATE summaries SET parent='!invalid', first_seq=NULL, last_seq=NULL WHERE id=?", (r.id,))
 
     # -- queries -----------------------------------------------------------------
+
+    def generated_body(self, summary_id: str) -> str | None:
+        """The body the engine wrote for a note a person has since edited, if the catalog saw it.
+
+        Derived state like the rest of the catalog: None after a rebuild, or when
+        it no longer matches the note's ``body_sha256``.
+        """
+        row = self.get(summary_id)
+        found = self.catalog.execute("SELECT value FROM meta WHERE key=?", (f"generated_body:{summary_id}",))
+        if row is None or not found or body_hash(found[0][0]) != row.gen_hash:
+            return None
+        return str(found[0][0])
 
     def _rows(self, where: str, params: tuple) -> list[SummaryRow]:
         return [SummaryRow(*r) for r in self.catalog.execute(f"SELECT {_COLUMNS} FROM summaries WHERE {where}", params)]

@@ -129,6 +129,10 @@ class ValidationProblem(VaultLCMError):
     """A hand-edited note failed validation; names the file and field."""
 
 
+class IntegrationError(VaultLCMError):
+    """An agent's own configuration (Claude Code's settings) cannot be read or merged; names the file."""
+
+
 class BudgetTooSmallError(VaultLCMError):
     """The token budget cannot hold even the newest user message (or newest exchange) of a conversation."""
 

@@ -1,10 +1,12 @@
 """The home note of a conversation: ``conversations/<conv>/<conv>.md``.
 
-Written from derived state when the conversation gains a day or a summary, and
-only if its text changed: it records no times of its own, so git shows a diff
-only when the conversation itself changed. It holds the conversation's
-properties, the top-level summaries (the start of the timeline), a Mermaid
-diagram of the upper DAG (nodes link to their notes), and the daily logs.
+Written from derived state when the conversation gains a day or a summary and
+after a file import, and only if its text changed: it records no times of its
+own, so git shows a diff only when the conversation itself changed. It holds
+the conversation's properties (typed: message and summary counts, depth, days,
+first and last message time), the top-level summaries (the start of the
+timeline), a Mermaid diagram of the upper DAG (nodes link to their notes), and
+the daily logs.
 """
 
 from __future__ import annotations
@@ -18,14 +20,19 @@ MAX_DIAGRAM_NODES = 120
 
 
 def render_home(vault: "Vault", conv: str) -> str:
+    from .bases import conversation_properties, conversation_stats
+
     layout = vault.layout
     logs_dir = layout.logs_dir(conv)
     logs = sorted(p.stem for p in logs_dir.glob("*.md")) if logs_dir.is_dir() else []
     summaries = vault.dag.all(conv)
     roots = [s for s in vault.dag.roots(conv)]
+    stats = conversation_stats(vault.catalog, layout, [conv])
     lines = [
         "---",
         f'conversation: "{conv}"',
+        # typed properties (numbers, date-times) for Bases and Dataview; see vaultlcm.bases
+        *(conversation_properties(stats[0]) if stats else []),
         "tags:",
         '  - "lcm/conversation"',
         "---",
