@@ -51,7 +51,7 @@ from . import apiformat
 from .apiformat import Turn
 from .catalog import MessageRow
 from .cut import Cut, Item, cut_cost, plan_cut
-from .dag import Dag, SummaryRow
+from .dag import Dag, SummaryRow, summaries_generation
 from .errors import BudgetTooSmallError, NotFoundError
 from .messages import Message
 from .msglog import MessageLog
@@ -235,6 +235,7 @@ class _History:
         self.exact: dict[str, int] = {}
         self._children: dict[str, list[MessageRow | SummaryRow]] = {}
         self._raw: dict[str, tuple[list[str], int]] = {}
+        self.stamp = asm.stamp(conv)
         self._raw_rows: dict[str, list[MessageRow]] = {}
 
     # -- items ---------------------------------------------------------------------
@@ -258,13 +259,7 @@ class _History:
         if row is None:
             return []
         if row.id not in self._children:
-            kids: list[MessageRow | SummaryRow]
-            if row.kind == "leaf":
-                found = self.asm.log.catalog.rows_by_ids(row.sources)
-                kids = [found[i] for i in row.sources if i in found]
-            else:
-                kids = list(self.asm.dag.sources_of(row))
-            self._children[row.id] = kids
+            self._children[row.id] = self.asm.children_rows(self.conv, row, self.stamp)
         # Items are made afresh: a message's cost becomes exact once it has been measured.
         items = [self.message_item(k) if isinstance(k, MessageRow) else self.summary_item(k)
                  for k in self._children[row.id]]
@@ -386,6 +381,31 @@ class Assembler:
         self.settings = settings
         self._decoded: OrderedDict[tuple[str, str, str, int], Message] = OrderedDict()
         self._decoded_lock = threading.Lock()
+        self._kids: dict[str, tuple[Any, dict[str, list[MessageRow | SummaryRow]]]] = {}
+
+    def stamp(self, conv: str) -> tuple[Any, ...]:
+        """Changes whenever the DAG or the log of ``conv`` may have changed (keys the children cache)."""
+        return (self.log.catalog.catalog_id, summaries_generation(self.log.catalog, conv), self.log.catalog.last(conv))
+
+    def children_rows(self, conv: str, row: SummaryRow, key: tuple[Any, ...]) -> list[MessageRow | SummaryRow]:
+        """The rows one level below a summary, remembered while ``key`` (:meth:`stamp`) stays the same."""
+        with self._decoded_lock:
+            stamp, kids_of = self._kids.get(conv, (None, {}))
+            if stamp != key:
+                kids_of = {}
+                self._kids[conv] = (key, kids_of)
+            hit = kids_of.get(row.id)
+        if hit is not None:
+            return hit
+        kids: list[MessageRow | SummaryRow]
+        if row.kind == "leaf":
+            found = self.log.catalog.rows_by_ids(row.sources)
+            kids = [found[i] for i in row.sources if i in found]
+        else:
+            kids = list(self.dag.sources_of(row))
+        with self._decoded_lock:
+            kids_of[row.id] = kids
+        return kids
 
     def read_rows(self, rows: list[MessageRow]) -> list[tuple[MessageRow, Message]]:
         """Messages of ``rows``, decoded once per row version (the key changes when the row does)."""
