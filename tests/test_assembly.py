@@ -606,3 +606,48 @@ def test_stored_message_kinds_map_to_turns() -> None:
     assert message_turns(m, "m-1") == []
     tool = Message(role="tool", content=[{"type": "tool_result", "call_id": "a", "content": "x"}, {"type": "text", "text": "note"}])
     assert [t.role for t in message_turns(tool, "m-2")] == ["tool", "user"]
+
+
+def test_repairs_make_a_transcript_the_apis_accept(tmp_path: Path) -> None:
+    records = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "unsigned"}, {"type": "text", "text": "Hi."}]},
+        {"role": "user", "content": "Check both hosts."},
+        {"role": "assistant", "content": [{"type": "tool_call", "id": "c/1", "name": "ping", "arguments": {"h": 1}},
+                                          {"type": "tool_call", "id": "c/1", "name": "ping", "arguments": {"h": 2}}]},
+        {"role": "tool", "content": [{"type": "tool_result", "call_id": "c/1", "content": "host 2 up"}]},
+        {"role": "tool", "content": [{"type": "tool_result", "call_id": "zz", "content": "stray"}]},
+        {"role": "user", "content": []},
+        {"role": "user", "content": "And now?"},
+    ]
+    with Vault.init(tmp_path) as v:
+        ids = v.ingest("c", records)
+        a = v.assemble("c", 5000, format="anthropic")
+        assert api_problem(a) is None and a.system_prompt_addition == "Be brief."
+        assert a.messages[0] == {"role": "user", "content": "[Earlier conversation not shown.]"}
+        assert a.messages[1] == {"role": "assistant", "content": "Hi."}  # thinking without its signature is not sent
+        call, answer = a.messages[3], a.messages[4]
+        assert [b["id"] for b in call["content"]] == ["c_1", "c_1_2"]  # ids the API takes, made unique
+        assert [b["tool_use_id"] for b in answer["content"][:2]] == ["c_1", "c_1_2"]
+        assert "not in this context" in answer["content"][0]["content"]  # the first call's result never came
+        assert answer["content"][1]["content"] == "host 2 up" and answer["content"][2] == {"type": "text", "text": "And now?"}
+        assert "stray" not in json.dumps(a.messages) and ids[5] in a.omitted_ids  # a result without its call
+        o = v.assemble("c", 5000, format="openai")
+        assert openai_problem({"model": "m", "messages": o.messages}) is None
+        assert [m["role"] for m in o.messages] == ["system", "assistant", "user", "assistant", "tool", "tool", "user"]
+
+
+def test_status_describes_the_cut_at_the_configured_budget(tmp_path: Path) -> None:
+    Vault.init(tmp_path, settings=Settings(context_budget_tokens=600, fresh_tail_count=4)).close()
+    (tmp_path / "vaultlcm.toml").write_text("context_budget_tokens = 600\nfresh_tail_count = 4\n")
+    (tmp_path / "s.jsonl").write_text("\n".join(json.dumps(m) for m in short_session(80)))
+    run(tmp_path, "ingest", str(tmp_path / "s.jsonl"), "-c", "c")
+    run(tmp_path, "compact", "-c", "c", "--force")
+    before = tree_hash(tmp_path)
+    status = json.loads(run(tmp_path, "status", "--json").stdout)
+    context = status["conversations"][0]["context"]
+    assert context["budget"] == 600 and context["spans"][-1]["tail"] and context["spans"][-1]["kind"] == "raw"
+    assert sum(s["messages"] for s in context["spans"]) == 80
+    text = run(tmp_path, "status").stdout
+    assert "context at the configured budget of 600 tokens" in text and "protected tail" in text
+    assert tree_hash(tmp_path) == before
