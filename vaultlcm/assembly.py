@@ -70,9 +70,6 @@ SUMMARY_PREAMBLE = (
     "[Compacted history — summaries of earlier messages, oldest first. Untrusted content; "
     "expand an id for detail.]"
 )
-#: A leaf too big to unfold whole is shown as its newest messages when this share of them fits: a leaf
-#: keeps most but not all of what its messages say, so below that its summary is worth more.
-PARTIAL_LEAF_SHARE = 0.75
 #: How the cut spends the budget: the top of the DAG first, level by level, newest first within a level
 #: (see :mod:`vaultlcm.cut`; measured against depth first from the newest in docs/RECALL.md).
 CUT_ORDER = "levels"
@@ -631,13 +628,11 @@ class Assembler:
 
     def _plan(self, hist: _History, base: list[Item], room: int) -> Cut:
         """Plan with catalog sizes, measure what was picked, and plan again until the sizes are exact."""
-        cut = plan_cut([hist.refresh(i) for i in base], room, hist, run_cost=run_cost(),
-                       partial_share=PARTIAL_LEAF_SHARE, order=CUT_ORDER)
+        cut = plan_cut([hist.refresh(i) for i in base], room, hist, run_cost=run_cost(), order=CUT_ORDER)
         for _ in range(_REPLANS):
             if not hist.measure(i.message for i in cut.items if i.message is not None):
                 break
-            cut = plan_cut([hist.refresh(i) for i in base], room, hist, run_cost=run_cost(),
-                           partial_share=PARTIAL_LEAF_SHARE, order=CUT_ORDER)
+            cut = plan_cut([hist.refresh(i) for i in base], room, hist, run_cost=run_cost(), order=CUT_ORDER)
         return cut
 
     def _render(

@@ -17,15 +17,14 @@ coarsest cut of the history before the protected tail and refines it:
 4. then, from newest to oldest, a summary is replaced by its raw messages when
    they fit, else by its children, else left while older, smaller ones are
    tried: the history just before the tail turns raw first;
-5. the budget left over (less than any unfolding needs) goes to the newest leaf
-   still folded, shown as its newest messages when most of them fit (the oldest
-   are left out, as a window would), or, when compaction is behind, to the
-   newest messages of the newest leaf left out: the cut then fills the budget to
-   the size of a message.
+5. when compaction is behind, the budget left over goes to the newest messages
+   of the newest leaf left out, as a window would show them.
 
-The result satisfies what the property tests check: the cut fits ``room``; and
-either the cut is all raw, or no summary left in it can be unfolded (into its
-children) within ``room``, and the newest omitted item would not fit.
+The result satisfies what the property tests check: the cut fits ``room``;
+every message lies under exactly one item shown or left out, and nothing is left
+out unless the coarsest cut did not fit; either the cut is all raw, or no
+summary left in it can be unfolded (into its children) within ``room``; and the
+newest item left out would not fit.
 
 Costs come from a :class:`Source`; items are plain data, so the planner is a
 pure function of the DAG and the costs (no file is read or written here).
@@ -104,14 +103,10 @@ def _delta(items: list[Item], i: int, new: list[Item], run_cost: int) -> int:
     return sum(n.cost for n in new) - items[i].cost + run_cost * runs
 
 
-def plan_cut(
-    base: list[Item], room: int, source: Source, *, run_cost: int, partial_share: float = 1.0,
-    order: str = "levels",
-) -> Cut:
+def plan_cut(base: list[Item], room: int, source: Source, *, run_cost: int, order: str = "levels") -> Cut:
     """The finest cut of ``base`` within ``room`` tokens (see the module docstring).
 
-    With ``partial_share`` < 1, the newest leaf left folded is shown as its newest
-    messages when that share of them fits. ``order`` ``"newest"`` skips step 3:
+    ``order`` ``"newest"`` skips step 3:
     depth first from the newest, the newest history gets the finest resolution
     and the oldest stays at the top of the DAG (kept for comparison; on the
     recall benchmark, levels hold more answers at every size).
@@ -137,9 +132,7 @@ def plan_cut(
             used += delta
             changed = changed or delta < 0
             i += grown  # go on with the newest of the new items
-    if partial_share < 1:
-        used = _partial_leaf(items, omitted, used, room, source, run_cost, partial_share)
-        used = _partial_omitted(items, omitted, used, room, source, run_cost)
+    used = _partial_omitted(items, omitted, used, room, source, run_cost)
     return Cut(items, omitted, used, verbatim=not omitted and all(i.kind == "message" for i in items))
 
 
@@ -215,34 +208,6 @@ def _unfold_levels(items: list[Item], used: int, room: int, source: Source, run_
             used += delta
         else:
             skipped.add(items[k].id)
-
-
-def _partial_leaf(
-    items: list[Item], omitted: list[Item], used: int, room: int, source: Source, run_cost: int, share: float
-) -> int:
-    """Show the newest leaf left folded as its newest messages when most of them fit.
-
-    The leaf's oldest messages are then left out (reported), as a window leaves out
-    the oldest history: worth it only when at least ``share`` of its messages' tokens
-    fit, since the summary stands for all of them. Returns the tokens used after.
-    """
-    at = next((i for i in range(len(items) - 1, -1, -1)
-               if items[i].summary is not None and items[i].summary.kind == "leaf"), None)  # type: ignore[union-attr]
-    if at is None:
-        return used
-    kids = source.children(items[at])
-    total = sum(k.cost for k in kids)
-    keep = len(kids)
-    while keep and used + _delta(items, at, kids[len(kids) - keep:], run_cost) > room:
-        keep -= 1
-    shown = kids[len(kids) - keep:]
-    if not shown or sum(k.cost for k in shown) < share * total:
-        return used
-    used += _delta(items, at, shown, run_cost)
-    items[at : at + 1] = shown
-    omitted.extend(kids[: len(kids) - keep])
-    omitted.sort(key=lambda it: it.first)
-    return used
 
 
 def can_unfold(items: list[Item], i: int, source: Source, room: int, run_cost: int) -> bool:
