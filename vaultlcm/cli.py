@@ -226,6 +226,10 @@ def status(obj: Context, as_json: bool) -> None:
         )
         depth = f", depth {c['max_depth']}" if c["max_depth"] is not None else ""
         click.echo(f"  {c['summaries']} summaries{depth}; active context {c['active_items']} items, {c['active_tokens']} tokens")
+        context = c["context"]
+        click.echo(f"  context at the configured budget of {context['budget']} tokens:")
+        for line in _cut_lines(context):
+            click.echo(f"    {line}")
         if c.get("redacted"):
             from .secrets import describe_counts
 
@@ -257,6 +261,21 @@ def compact(obj: Context, conversation: str | None, force: bool, as_json: bool, 
         sys.exit(1)
 
 
+def _cut_lines(cut: dict[str, Any]) -> list[str]:
+    """The cut as lines: which stretch of history is shown at which resolution."""
+    if "error" in cut:
+        return [cut["error"]]
+    lines = []
+    for span in cut["spans"]:
+        what = {"raw": "raw", "omitted": "left out"}.get(span["kind"], f"{span['kind']} depth {span['depth']}")
+        tail = ", protected tail" if span["tail"] else ""
+        lines.append(f"{span['first_at']} .. {span['last_at']}: {span['messages']} messages as "
+                     f"{span['items']} {what} item(s), {span['tokens']} tokens{tail}")
+    if cut["stubbed"]:
+        lines.append(f"{len(cut['stubbed'])} tool result(s) of the newest turn shown as stubs")
+    return lines
+
+
 @cli.command()
 @click.option("-c", "--conversation", required=True, help="Conversation to assemble.")
 @click.option("--budget", required=True, type=click.IntRange(min=1), help="Token budget the context must fit.")
@@ -265,15 +284,20 @@ def compact(obj: Context, conversation: str | None, force: bool, as_json: bool, 
 @pass_ctx
 @handle_errors
 def assemble(obj: Context, conversation: str, budget: int, fmt: str, as_json: bool) -> None:
-    """The model context for the next turn: fresh tail plus summaries, within --budget tokens."""
+    """The model context for the next turn: the finest cut through history that fits --budget tokens.
+
+    A pure read: nothing is written or summarized (run `compact` for that).
+    """
     ctx = obj.vault().assemble(conversation, budget, format=fmt)
     if as_json:
         _echo_json(ctx.to_dict())
         return
     click.echo(f"# {len(ctx.messages)} messages, {ctx.estimated_tokens} of {budget} tokens "
                f"({len(ctx.summary_ids)} summaries, {len(ctx.message_ids)} raw messages)")
+    for line in _cut_lines(ctx.describe()):
+        click.echo(f"# {line}")
     if ctx.omitted_ids:
-        click.echo(f"# left out (over budget): {', '.join(ctx.omitted_ids)}")
+        click.echo(f"# left out (over budget; run `vaultlcm compact`): {', '.join(ctx.omitted_ids)}")
     click.echo(f"## system\n{ctx.system_prompt_addition}")
     for m in ctx.messages:
         content = m.get("content")

@@ -414,6 +414,24 @@ class Dag:
         by_id = {r.id: r for r in self._rows(f"id IN ({','.join('?' * len(row.sources))})", tuple(row.sources))}
         return [by_id[s] for s in row.sources if s in by_id]
 
+    def sources_of(self, row: SummaryRow) -> list[SummaryRow]:
+        """The child summaries of a condensed node, in its order (one query; read-only)."""
+        if row.kind == "leaf" or not row.sources:
+            return []
+        ids = row.sources
+        by_id = {r.id: r for r in self._rows(f"id IN ({','.join('?' * len(ids))})", tuple(ids))}
+        return [by_id[s] for s in ids if s in by_id]
+
+    def messages_under(self, summary_id: str) -> tuple[list[str], int]:
+        """Ids of the messages below a summary, in conversation order, and their catalog tokens (read-only)."""
+        rows = self.catalog.execute(
+            "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT s.id FROM summaries s JOIN sub ON s.parent = sub.id) "
+            "SELECT m.id, m.tokens FROM coverage c JOIN messages m ON m.id = c.msg_id "
+            "WHERE c.summary_id IN (SELECT id FROM sub) ORDER BY m.seq",
+            (summary_id,),
+        )
+        return [r[0] for r in rows], sum(int(r[1]) for r in rows)
+
     def problems(self, conv: str | None = None) -> list[DagProblem]:
         sql = "SELECT path, kind, detail FROM problems" + (" WHERE conv=?" if conv else "") + " ORDER BY path"
         return [DagProblem(*r) for r in self.catalog.execute(sql, (conv,) if conv else ())]

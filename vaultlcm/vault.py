@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import formats
-from .assembly import SYSTEM_ADDITION, AssembledContext, assemble_units, build_units
+from .assembly import AssembledContext, Assembler
 from .catalog import Catalog
 from .compaction import CompactionReport, Compactor
 from .dag import Dag
@@ -79,6 +79,7 @@ class Vault:
         self.indexer = IndexKeeper(self.layout, self.settings, self.catalog, self.log, self.dag,
                                    conversations=self.conversations, sync=self.sync, redact=self._redact_text)
         self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
+        self.assembler = Assembler(self.log, self.dag, self.settings)
         self._lock = threading.RLock()
         self._closed = False
         self._fully_synced: set[str] = set()
@@ -402,10 +403,14 @@ class Vault:
 
     # -- LCM ---------------------------------------------------------------------
 
-    def compact(self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None,
-                progress: Progress | None = None) -> list[CompactionReport]:
+    def compact(
+        self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None,
+        hard: bool = False, progress: Progress | None = None,
+    ) -> list[CompactionReport]:
         """Summarize old messages of one conversation (or all) until under the soft threshold (all, with force).
 
+        ``hard``: the caller waits on it (a blocked model call), so a failing provider is
+        replaced by the offline fallback instead of leaving the messages for later.
         ``progress(done, total)`` counts conversations.
         """
         convs = [self.require_conversation(conversation)] if conversation else self.conversations()
@@ -414,17 +419,21 @@ class Vault:
             if progress is not None:
                 progress(n, len(convs))
             with self._lock:
-                report = self.compactor.compact(conv, force=force, target_tokens=target_tokens)
+                report = self.compactor.compact(conv, force=force, target_tokens=target_tokens, hard=hard)
                 self._after_compaction(conv, report)
             reports.append(report)
         if progress is not None:
             progress(len(convs), len(convs))
         return reports
 
-    def assemble(self, conversation: str, budget: int, *, format: str = "anthropic", compact: bool = True) -> AssembledContext:
-        """The model context for the next turn, never above ``budget`` tokens.
+    def assemble(self, conversation: str, budget: int, *, format: str = "anthropic") -> AssembledContext:
+        """The model context for the next call, never above ``budget`` tokens: a pure read.
 
-        Over the budget (the hard threshold), compaction runs first and this waits for it.
+        The context is the finest cut through the summary DAG that fits (see
+        :mod:`vaultlcm.assembly`). Nothing is written and nothing is summarized here,
+        whatever the budget: compaction (``compact``, the engine) writes summaries.
+        Raises :class:`~vaultlcm.errors.BudgetTooSmallError` when the budget cannot hold
+        the newest user message.
         """
         if format not in ("anthropic", "openai"):
             raise UsageError(f"cannot assemble as {format!r}; choose anthropic or openai")
@@ -433,39 +442,27 @@ class Vault:
         conv = self.require_conversation(conversation)
         with self._lock:
             self.sync(conv)
-            ctx = self._assemble_once(conv, budget, format)
-            attempts = 0
-            while compact and not ctx.complete and attempts < 4:
-                attempts += 1
-                # Aim below the budget: rendered summaries cost a little more than their bodies.
-                target = max(1, int(budget * (0.9 ** attempts)) - len(SYSTEM_ADDITION) // 3)
-                report = self.compactor.compact(conv, target_tokens=target, hard=True)
-                self._after_compaction(conv, report)
-                ctx = self._assemble_once(conv, budget, format)
-                if not (report.created or report.refreshed):
-                    break
-            return ctx
-
-    def _assemble_once(self, conv: str, budget: int, fmt: str) -> AssembledContext:
-        items = self.dag.active(conv)
-        rows = [it.message for it in items if it.message is not None]
-        messages = {row.id: msg for row, msg in self.log.read_rows(rows)}
-        units = build_units(items, messages)
-        return assemble_units(units, budget, fresh_tail_count=self.settings.fresh_tail_count, fmt=fmt)
+            return self.assembler.assemble(conv, budget, format)
 
     def status(self) -> dict[str, Any]:
-        """Per conversation: messages, tokens, days, time span, summaries and the active context."""
+        """Per conversation: messages, tokens, days, time span, summaries, and the cut at the configured budget."""
         from .compaction import item_tokens
+        from .errors import BudgetTooSmallError
         from .redaction_tally import RedactionTally
 
         for conv in self.conversations():
             self.sync(conv)
+        budget = self.settings.context_budget_tokens
         convs = []
         tally = RedactionTally(self.layout)
         redacted: Counter[str] = Counter()
         for conv, count, tokens, days, first, last in self.catalog.stats():
             summaries = self.dag.all(conv)
             active = self.dag.active(conv)
+            try:
+                cut: dict[str, Any] = self.assembler.assemble(conv, budget, "anthropic").describe()
+            except BudgetTooSmallError as exc:
+                cut = {"error": str(exc)}
             secrets = tally.counts(conv)
             redacted.update(secrets)
             convs.append({
@@ -473,6 +470,7 @@ class Vault:
                 "last_at": last, "summaries": len(summaries),
                 "max_depth": max((s.depth for s in summaries), default=None),
                 "active_items": len(active), "active_tokens": sum(item_tokens(i) for i in active),
+                "context": {"budget": budget, **cut},
                 "redacted": secrets,
             })
         tally.save()
