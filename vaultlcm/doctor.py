@@ -47,7 +47,9 @@ _FILE_REF = re.compile(r"file_[0-9a-f]{16}\.[A-Za-z0-9]+")
 _FILE_NAME = re.compile(r"^file_([0-9a-f]{16})\.[A-Za-z0-9]+$")
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
 #: Catalog problem kinds, by severity (anything else recorded there is a problem).
-_WARNINGS = {"log_edit", "no_final_newline", "pending_batch"}
+_WARNINGS = {"log_edit", "no_final_newline", "pending_batch", "superseded", "emptied", "outdated_link"}
+#: Catalog kinds ``--fix`` repairs.
+_FIXABLE = {"log_edit", "no_final_newline", "superseded", "emptied", "outdated_link"}
 _NOTES = {"merge", "log_text"}
 _LABELS = {"invalid": "invalid_note", "dag": "broken_link", "unsafe_note": "unsafe_entry"}
 
@@ -98,7 +100,7 @@ class Doctor:
         *,
         conversations: Callable[[], list[str]],
         resync: Callable[[str], None],
-        render_home: Callable[[str], str],
+        write_home: Callable[[str], bool],
     ) -> None:
         self.layout = layout
         self.catalog = catalog
@@ -108,7 +110,7 @@ class Doctor:
         self.compactor = compactor
         self.conversations = conversations
         self.resync = resync
-        self.render_home = render_home
+        self.write_home = write_home
 
     # -- examining ---------------------------------------------------------------
 
@@ -121,9 +123,9 @@ class Doctor:
             label = _LABELS.get(kind, kind)
             if "cycle" in detail or "not below" in detail:
                 label = "cycle"
-            elif "already covered by" in detail:
+            elif kind == "dag" and "already covered by" in detail:
                 label = "claimed_twice"
-            finding = Finding(label, detail, path or None, fixable=kind in ("log_edit", "no_final_newline"))
+            finding = Finding(label, detail, path or None, fixable=kind in _FIXABLE)
             (report.warnings if kind in _WARNINGS else report.notes if kind in _NOTES else report.problems).append(finding)
         for msg_id, rel, _ in self.catalog.duplicates():
             report.problems.append(Finding("duplicate_id", f"{rel}: message id {msg_id} appears more than once", rel))
@@ -162,8 +164,10 @@ class Doctor:
                     f"{r.path}: summary {r.id} is stale (its sources changed) but a person edited it, so it is kept; "
                     f"update it by hand or run `vaultlcm resummarize {r.id} --force`", r.path))
             elif r.stale:
+                why = (f"a source was deleted ({', '.join(r.gaps)}); what it covered is back in the active context "
+                       "and is summarized again under this node" if r.gaps else "its sources changed")
                 report.warnings.append(Finding(
-                    "stale", f"{r.path}: summary {r.id} waits for the next compaction (its sources changed)", r.path, True))
+                    "stale", f"{r.path}: summary {r.id} waits for the next compaction ({why})", r.path, True))
             elif r.human_owned:
                 report.notes.append(Finding("human_owned", f"{r.path}: summary {r.id} was corrected by a person "
                                             "(kept as written)", r.path))
@@ -199,11 +203,11 @@ class Doctor:
                     report.warnings.append(Finding(
                         "orphan_file", f"{rel}: no message refers to this payload (left by an interrupted write); "
                         "`doctor --fix` removes it", rel, True))
-        for name, log in sorted(referenced.items()):
+        for name, user in sorted(referenced.items()):
             if name not in present:
                 report.problems.append(Finding(
-                    "missing_payload", f"{log}: refers to {name}, which is missing from files/; restore it from git",
-                    log))
+                    "missing_payload", f"{user}: refers to {name}, which is missing from files/; restore it from git",
+                    user))
 
     def _unsafe_entries(self, report: DoctorReport) -> None:
         """Symlinks and special files anywhere under conversations/ (never followed, never read)."""
@@ -305,15 +309,15 @@ class Doctor:
         for conv in self.conversations():
             self.resync(conv)
         done.append("rebuilt the catalog from the files")
+        from .upkeep import tidy
+
         for conv in self.conversations():
+            done += tidy(self.dag, conv)
             done += self._resummarize(conv)
             self.catalog.execute("DELETE FROM problems WHERE conv=? AND kind='log_edit'", (conv,))
             self.catalog.execute("DELETE FROM failures WHERE conv=?", (conv,))
-            from .fsutil import atomic_write
-
-            home = layout.inside(layout.home_note(conv))
-            if atomic_write(home, self.render_home(conv).encode("utf-8")) and home.exists():
-                done.append(f"regenerated {layout.relative(home)}")
+            if self.write_home(conv):
+                done.append(f"regenerated {layout.relative(layout.home_note(conv))}")
         index = self.indexer.ready()
         drift = self.indexer.drift()
         if drift["missing"] or drift["extra"]:

@@ -23,13 +23,14 @@ from .dag import Dag
 from .indexing import IndexKeeper, parse_when
 from .errors import InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
 from .formats import Incoming
-from .fsutil import atomic_write, read_file
+from .fsutil import read_file
 from .ingest import IngestReport, incoming_from_api, incoming_from_document
 from .layout import VaultLayout, choose_state_dir, init_vault
 from .messages import Message
 from .msglog import MessageLog
 from .names import validate_conversation_name
 from .settings import Settings, default_toml, load_settings
+from .upkeep import tidy
 
 if TYPE_CHECKING:
     from .sync import VaultWatcher
@@ -211,11 +212,11 @@ class Vault:
 
     def _on_new_day(self, conv: str) -> None:
         """Rewrite the conversation's home note (a derived view) if its text changed."""
-        from .home import render_home
+        from .home import write_home
 
         if self.read_only:
             return
-        atomic_write(self.layout.inside(self.layout.home_note(conv)), render_home(self, conv).encode("utf-8"))
+        write_home(self, conv)
 
     def _after_compaction(self, conv: str, report: CompactionReport) -> None:
         if report.created or report.refreshed:
@@ -333,8 +334,11 @@ class Vault:
         reports = []
         for conv in convs:
             with self._lock:
+                # What people did to the notes first: links moved notes left behind, notes a merge set aside.
+                tidied = tidy(self.dag, conv) if not self.read_only else []
                 report = self.compactor.compact(conv, force=force, target_tokens=target_tokens)
-                self._after_compaction(conv, report)
+                report.tidied = tidied
+                self._derived(lambda: self._on_new_day(conv))
             reports.append(report)
         return reports
 
@@ -453,14 +457,14 @@ class Vault:
         ``clean`` is true when there are no problems (warnings are routine work).
         """
         from .doctor import Doctor
-        from .home import render_home
+        from .home import write_home
 
         def resync(conv: str) -> None:
             self._fully_synced.discard(conv)  # a person may have edited any note since
             self.sync(conv)
 
         doctor = Doctor(self.layout, self.catalog, self.dag, self.log, self.indexer, self.compactor,
-                        conversations=self.conversations, resync=resync, render_home=lambda c: render_home(self, c))
+                        conversations=self.conversations, resync=resync, write_home=lambda c: write_home(self, c))
         with self._lock:
             fixed: list[str] = []
             if fix:
