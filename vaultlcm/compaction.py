@@ -98,6 +98,8 @@ class CompactionReport:
     tokens_after: int = 0
     #: What was done first about people's changes: outdated links rewritten, set-aside notes removed.
     tidied: list[str] = field(default_factory=list)
+    #: What the git auto-commit did (``git_auto_commit`` / ``--git-commit``), when asked for.
+    commit: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -109,6 +111,7 @@ class CompactionReport:
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
             "tidied": self.tidied,
+            **({"commit": self.commit} if self.commit is not None else {}),
         }
 
 

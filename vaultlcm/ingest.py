@@ -32,6 +32,8 @@ class IngestReport:
     already_stored: int = 0
     #: ``(line, reason)`` of lines left out with ``skip_bad_lines``.
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
+    #: What the git auto-commit did (``git_auto_commit`` / ``--git-commit``), when asked for.
+    commit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +43,7 @@ class IngestReport:
             "new": self.new,
             "already_stored": self.already_stored,
             "skipped_lines": [{"line": line, "reason": reason} for line, reason in self.skipped_lines],
+            **({"commit": self.commit} if self.commit is not None else {}),
         }
 
     def describe(self) -> str:
