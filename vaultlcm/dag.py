@@ -235,6 +235,8 @@ class Dag:
         self.layout = layout
         self.catalog = catalog
         self._files: VaultFiles | None = None
+        #: Vault-relative paths of the notes this process wrote or removed, in order (what an auto-commit takes).
+        self.journal: list[str] = []
         self._forget_bare_ids()
 
     def _forget_bare_ids(self) -> None:
@@ -446,6 +448,7 @@ class Dag:
         st = path.stat()
         rel = self.layout.relative(path)
         self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body, ids)
+        self.journal.append(rel)
         if self._files is not None:
             self._files.add(rel)
         if self.catalog.get_meta(f"gaps:{conv}") not in (None, "0"):

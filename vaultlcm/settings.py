@@ -90,6 +90,12 @@ class Settings(BaseModel):
     )
     regex_timeout_seconds: float = Field(5.0, gt=0, description="Time limit of a `grep --regex` scan.")
     watch_debounce_ms: int = Field(200, ge=0, description="Quiet time per path before `watch` re-syncs it.")
+    # -- git -----------------------------------------------------------------------
+    git_auto_commit: bool = Field(
+        False,
+        description="Commit to git after a transcript ingest and after compaction (only the files they wrote; "
+        "nothing when the vault is not in a git repository). `--git-commit` does it for one command.",
+    )
 
     @classmethod
     def field_names(cls) -> list[str]:

@@ -61,6 +61,7 @@ def _prune(dag: "Dag", conv: str) -> list[str]:
         if (st.st_size, st.st_mtime_ns) != (row.size, row.mtime_ns):
             continue  # changed since it was read: the next sync decides again
         path.unlink()
+        dag.journal.append(row.path)
         why = "another summary covers the same messages" if kind == "superseded" else "all its sources were deleted"
         done.append(f"removed {row.path} ({why}; its messages are summarized again)")
     return done
@@ -102,7 +103,10 @@ def _rewrite_links(dag: "Dag", row: "SummaryRow", renames: dict[str, str]) -> bo
             parts += [text[at:start], link.with_path(renames[link.path])]
             at = end
     new_text = "".join(parts) + text[at:]
-    return new_text != text and atomic_write(path, new_text.encode("utf-8"))
+    if new_text == text or not atomic_write(path, new_text.encode("utf-8")):
+        return False
+    dag.journal.append(row.path)
+    return True
 
 
 def refill_plan(dag: "Dag", node: "SummaryRow") -> list["SummaryRow | list[ActiveItem]"]:

@@ -15,17 +15,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import formats
+from . import formats, gitsync
 from .assembly import SYSTEM_ADDITION, AssembledContext, assemble_units, build_units
 from .catalog import Catalog
 from .compaction import CompactionReport, Compactor
 from .dag import Dag
 from .indexing import IndexKeeper, parse_when
-from .errors import InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
+from .errors import GitError, InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
 from .formats import Incoming
 from .fsutil import read_file
 from .ingest import IngestReport, incoming_from_api, incoming_from_document
-from .layout import VaultLayout, choose_state_dir, init_vault
+from .layout import InitReport, VaultLayout, choose_state_dir, init_vault
 from .messages import Message
 from .msglog import MessageLog
 from .names import validate_conversation_name
@@ -78,6 +78,7 @@ class Vault:
         self._closed = False
         self._fully_synced: set[str] = set()
         self.created_files: list[str] = []
+        self.init_report: InitReport | None = None
 
     def _make_summarizer(self) -> Summarizer:
         from .summarizers import make_summarizer
@@ -90,11 +91,13 @@ class Vault:
     def init(cls, root: str | os.PathLike[str], **kwargs: Any) -> "Vault":
         """Create a vault at ``root`` (safe to repeat) and open it.
 
-        ``created_files`` on the result lists what this call wrote (empty the second time).
+        ``created_files`` on the result lists what this call wrote or added lines to (empty
+        the second time); ``init_report`` says what it did in detail.
         """
-        written = init_vault(Path(root), default_toml())
+        report = init_vault(Path(root), default_toml())
         vault = cls(root, **kwargs)
-        vault.created_files = written
+        vault.created_files = report.changed
+        vault.init_report = report
         return vault
 
     def close(self) -> None:
@@ -133,27 +136,35 @@ class Vault:
     def ingest_bytes(
         self, conversation: str, data: bytes, *, format: str = "auto", source: str = "<input>",
         skip_bad_lines: bool = False, keep_bad_timestamps: bool = False, allow_duplicates: bool = False,
+        git_commit: bool | None = None,
     ) -> IngestReport:
         """Parse a transcript (JSON Lines, a JSON array, or one object holding ``messages``) and ingest it.
 
         Re-importing a file, or a longer version of it, stores each record once
-        (``allow_duplicates`` stores every record again).
+        (``allow_duplicates`` stores every record again). ``git_commit`` (default: the
+        ``git_auto_commit`` setting) commits the new messages to git afterwards.
         """
         conv = validate_conversation_name(conversation)
         self._require_writable("ingest")
+        if git_commit:
+            gitsync.require_repo(self.root)  # asked for explicitly: say so before anything is written
         fmt, incoming, skipped = incoming_from_document(
             data, source=source, format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps)
         report = self._store(conv, incoming, dedupe=not allow_duplicates, fmt=fmt)
         report.skipped_lines = skipped
+        if (self.settings.git_auto_commit if git_commit is None else git_commit) and report.new:
+            done = f"ingested {gitsync.plural(report.new, 'message')} into {conv!r}"
+            report.commit = self._commit(conv, [], f"ingest: {conv} +{gitsync.plural(report.new, 'message')}",
+                                         explicit=bool(git_commit), done=done)
         return report
 
     def ingest_file(
         self, conversation: str, path: str | os.PathLike[str], *, format: str = "auto", skip_bad_lines: bool = False,
-        keep_bad_timestamps: bool = False, allow_duplicates: bool = False,
+        keep_bad_timestamps: bool = False, allow_duplicates: bool = False, git_commit: bool | None = None,
     ) -> IngestReport:
         """Ingest a transcript file (``-`` reads standard input); see :meth:`ingest_bytes`."""
         options = dict(format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps,
-                       allow_duplicates=allow_duplicates)
+                       allow_duplicates=allow_duplicates, git_commit=git_commit)
         if str(path) == "-":
             return self.ingest_bytes(conversation, sys.stdin.buffer.read(), source="<stdin>", **options)  # type: ignore[arg-type]
         p = Path(path)
@@ -328,19 +339,52 @@ class Vault:
 
     # -- LCM ---------------------------------------------------------------------
 
-    def compact(self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None) -> list[CompactionReport]:
-        """Summarize old messages of one conversation (or all) until under the soft threshold (all, with force)."""
+    def compact(
+        self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None,
+        git_commit: bool | None = None,
+    ) -> list[CompactionReport]:
+        """Summarize old messages of one conversation (or all) until under the soft threshold (all, with force).
+
+        First, what people did to the notes is taken care of: links that moved notes
+        left behind are rewritten, notes a git merge set aside are removed.
+        ``git_commit`` (default: the ``git_auto_commit`` setting) commits what
+        changed, one commit per conversation.
+        """
         convs = [self.require_conversation(conversation)] if conversation else self.conversations()
+        want = self.settings.git_auto_commit if git_commit is None else git_commit
+        if git_commit:
+            gitsync.require_repo(self.root)
         reports = []
         for conv in convs:
             with self._lock:
-                # What people did to the notes first: links moved notes left behind, notes a merge set aside.
+                mark = len(self.dag.journal)
                 tidied = tidy(self.dag, conv) if not self.read_only else []
                 report = self.compactor.compact(conv, force=force, target_tokens=target_tokens)
                 report.tidied = tidied
                 self._derived(lambda: self._on_new_day(conv))
+                if want:
+                    report.commit = self._commit(conv, self.dag.journal[mark:], _compact_message(self, conv, report),
+                                                 explicit=bool(git_commit), done=f"compacted {conv!r}")
             reports.append(report)
         return reports
+
+    def _commit(self, conv: str, notes: list[str], message: str, *, explicit: bool, done: str) -> str | None:
+        """Commit ``notes`` and the conversation's logs, payloads and .gitignore; returns what happened.
+
+        A failure raises :class:`GitError` when the commit was asked for explicitly
+        (saying that the operation itself succeeded), and is only reported otherwise;
+        with the setting alone, a vault outside git (or no git) is no failure: None.
+        """
+        if not explicit and gitsync.repo_problem(self.root):
+            return None
+        folder = self.layout.relative(self.layout.conversation_dir(conv))
+        paths = [*notes, f"{folder}/logs", f"{folder}/files", f"{folder}/.gitignore"]
+        try:
+            return gitsync.commit(self.root, paths, message).describe()
+        except GitError as exc:
+            if explicit:
+                raise GitError(f"{done}, but {exc}") from None
+            return f"not committed ({exc})"
 
     def assemble(self, conversation: str, budget: int, *, format: str = "anthropic", compact: bool = True) -> AssembledContext:
         """The model context for the next turn, never above ``budget`` tokens.
@@ -513,3 +557,14 @@ class Vault:
 
         self.indexer.ready()
         return VaultWatcher(self, **kwargs).start()
+
+
+def _compact_message(vault: Vault, conv: str, report: CompactionReport) -> str:
+    """``compact: research 2 leaf, 1 condensed`` (and what was refreshed or tidied)."""
+    kinds = [row.kind for row in (vault.dag.get(i) for i in report.created) if row is not None]
+    parts = [f"{kinds.count('leaf')} leaf", f"{kinds.count('condensed')} condensed"]
+    if report.refreshed:
+        parts.append(f"{len(report.refreshed)} refreshed")
+    if report.tidied:
+        parts.append(f"{len(report.tidied)} tidied")
+    return f"compact: {conv} {', '.join(parts)}"
