@@ -278,6 +278,8 @@ class Compactor:
                     continue
                 if not (hard and self._hard_step(conv, items, report)):
                     break
+        except ValidationProblem as exc:
+            report.error = str(exc)  # a note a person must fix stands where a new one would go
         except SummarizerError as exc:
             report.error = str(exc)
             self.dag.catalog.execute(

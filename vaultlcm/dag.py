@@ -433,6 +433,10 @@ class Dag:
                 old_fm, old_body = parse_note(old_text, on_disk)
             except ValidationProblem:
                 old_fm, old_body = None, ""
+            if old_fm is None and not force:
+                raise ValidationProblem(f"{self.layout.relative(on_disk)}: holds summary {fm.id} but cannot be read "
+                                        "(`vaultlcm doctor` names the field); fix it by hand, compaction never "
+                                        "writes over it")
             owned = old_fm is None or old_fm.body_sha256 not in (body_hash(old_body), exact_body_hash(old_body))
             if not force and owned:
                 self._read_note(conv, self.layout.relative(on_disk), on_disk, on_disk.stat().st_size, on_disk.stat().st_mtime_ns)

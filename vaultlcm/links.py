@@ -11,7 +11,7 @@ names (``[[path#subpath|alias]]``) like this:
 3. otherwise by file name: every file whose name is the path's last part and
    whose path ends with the whole link path (so ``[[sub/note]]`` finds
    ``any/where/sub/note.md``); when several match, the one in the linking
-   note's folder, then the one with the shortest path.
+   note's folder, then the one in the fewest folders, then by path.
 
 A path without an extension names a Markdown note (``.md`` is implied); names
 compare without regard to case, an exact match first. Folders starting with a
@@ -91,7 +91,7 @@ class VaultFiles:
             if matches:
                 exact_case = [p for p in matches if p == form or p.endswith("/" + form)]
                 return min(exact_case or matches,
-                           key=lambda p: (posixpath.dirname(p) != folder, p.count("/"), len(p), p))
+                           key=lambda p: (posixpath.dirname(p) != folder, p.count("/"), p))
         return None
 
     def is_unique_name(self, path: str) -> bool:

@@ -18,7 +18,8 @@ messages they may cover, :func:`derive` settles the DAG:
 * a source two nodes claim (two machines compacted the same messages and git
   merged both, or a hand edit) goes to one of them, lowest depth first, then a
   person's note over the engine's, a node without gaps, a node whose messages
-  are contiguous in conversation order, then by id. The other node is **set
+  are contiguous in conversation order, a node another note links to, then by
+  id. The other node is **set
   aside** whole (its sources return): a problem when a person wrote it, else
   ``superseded`` routine work the next compaction removes;
 * a node left with no source at all is set aside as ``emptied``.
@@ -119,6 +120,7 @@ def derive(
         bad = _broken_link(conv, n, resolved, nodes, messages)
         if bad:
             broken[n.id] = bad
+    referenced = {r.id for links in out.links.values() for r in links if r.id is not None}
     claimed: dict[str, str] = {}
     covered: dict[str, int] = {}  # messages a valid node covers, transitively
     waiting = set(broken)  # nodes a person must fix; links to them wait
@@ -156,9 +158,10 @@ def derive(
             lo, hi, n_covered = span(nid)
             return lo is None or hi is None or count_between(lo, hi) == n_covered
 
-        def preference(nid: str) -> tuple[bool, bool, bool, str]:
+        def preference(nid: str) -> tuple[bool, bool, bool, bool, str]:
             n = nodes[nid]
-            return (not n.human_owned, gaps[nid] > 0, nid in contested and not contiguous(nid), nid)
+            return (not n.human_owned, gaps[nid] > 0, nid in contested and not contiguous(nid),
+                    nid not in referenced, nid)
 
         for nid in sorted(effective, key=preference):
             n = nodes[nid]
