@@ -76,6 +76,9 @@ def clones(tmp_path: Path) -> tuple[Path, Path]:
     git(a, "add", "-A")
     git(a, "commit", "-qm", "base")
     git(tmp_path, "clone", "-q", str(a), str(b))
+    assert not (b / "conversations/shared/shared.md").exists()  # derived: not in git
+    code, report = doctor(b)
+    assert code == 0 and [n["fixable"] for n in report["notes"] if n["kind"] == "home_missing"] == [True]
     return a, b
 
 
@@ -114,6 +117,8 @@ def test_interleaved_appends_and_compactions_on_two_machines_merge_clean(clones:
         code, report = doctor(root)
         assert code == 0, report["problems"]
         assert "merge" in {n["kind"] for n in report["notes"]}
+    assert "home_missing" not in {n["kind"] for n in doctor(a)[1]["notes"]}
+    assert (b / "conversations/shared/shared.md").exists()  # B wrote its own when it ingested
     # Both machines compacted the same messages: one side's notes are set aside, never broken.
     with open_vault(b) as v:
         problems = v.dag.problems("shared")

@@ -135,6 +135,12 @@ class Doctor:
         for conv in self.conversations():
             self._summaries(conv, report)
             self._payloads(conv, report)
+            home = self.layout.home_note(conv)
+            if not home.exists() and self.layout.logs_dir(conv).is_dir():
+                rel = self.layout.relative(home)
+                report.notes.append(Finding(
+                    "home_missing", f"{rel}: the home note is missing (it is derived and kept out of git, so a fresh "
+                    "clone has none); `doctor --fix` or the next ingest or compaction writes it", rel, True))
             for (n,) in self.catalog.execute("SELECT COUNT(*) FROM failures WHERE conv=?", (conv,)):
                 if n:
                     report.warnings.append(Finding(
