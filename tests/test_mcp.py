@@ -76,8 +76,15 @@ async def _scenario(root: Path, fact_id: str, summary_id: str, errlog: Any) -> N
             tools = {t.name: t for t in (await asyncio.wait_for(session.list_tools(), CALL_TIMEOUT)).tools}
             assert set(tools) == TOOL_NAMES
             grep_props = _schema(tools["lcm_grep"])["properties"]
-            assert {"pattern", "regex", "scope", "since", "before", "limit", "conversation"} <= set(grep_props)
+            assert {"pattern", "regex", "scope", "since", "before", "limit", "offset", "sort", "count",
+                    "conversation"} <= set(grep_props)
             assert _schema(tools["lcm_grep"])["required"] == ["pattern"]
+            assert all(prop.get("description") for prop in grep_props.values())
+            assert "supersedes" in tools["lcm_grep"].description and "time" in tools["lcm_grep"].description
+            assert "offset" in tools["lcm_grep"].description and "count" in tools["lcm_grep"].description
+            expand_props = _schema(tools["lcm_expand"])["properties"]
+            assert {"id", "max_tokens", "depth", "around", "query"} <= set(expand_props)
+            assert "turn" in tools["lcm_expand"].description
             assert "conversation" in _schema(tools["lcm_expand_query"])["properties"]
 
             # grep finds the planted fact (compacted under a summary) in every conversation by default
@@ -87,11 +94,27 @@ async def _scenario(root: Path, fact_id: str, summary_id: str, errlog: Any) -> N
             scoped = await _call(session, "lcm_grep", {"pattern": "ZEBRA-4471", "conversation": "heron"})
             assert fact_id in _text(scoped)
 
-            # expand: one message verbatim, and a summary down to its sources
+            # hit lines carry the time; sorting, paging and counting go through the schema
+            lines = _text(await _call(session, "lcm_grep", {"pattern": "module", "sort": "oldest", "limit": 3,
+                                                            "offset": 3, "scope": "messages"})).splitlines()
+            assert lines[0].startswith("47 matches (sort oldest); showing 4-6; more with offset=6")
+            assert lines[1].startswith("[") and "Step 3: module_3.py" in lines[1]
+            counted = _text(await _call(session, "lcm_grep", {"pattern": "module", "count": True, "scope": "messages"}))
+            assert counted.splitlines()[0] == "47 matches: 47 messages, 0 summaries, on 1 day"
+            bad_sort = await _call(session, "lcm_grep", {"pattern": "module", "sort": "best"})
+            assert _is_error(bad_sort)
+
+            # expand: a message with its turn (the reply after it comes too), around N, a summary with a query
             one = await _call(session, "lcm_expand", {"id": fact_id})
-            assert not _is_error(one) and "ZEBRA-4471" in _text(one) and fact_id in _text(one)
+            assert not _is_error(one) and "ZEBRA-4471" in _text(one) and f">> [{fact_id}]" in _text(one)
+            assert "Step 6: module_6.py" in _text(one) or "Step 4: module_4.py" in _text(one)
+            near = _text(await _call(session, "lcm_expand", {"id": fact_id, "around": 1}))
+            assert "Step 4:" in near and "Step 6:" in near and "Step 7:" not in near
             down = await _call(session, "lcm_expand", {"id": summary_id, "max_tokens": 2000})
             assert fact_id in _text(down) and "ZEBRA-4471" in _text(down)
+            asked = _text(await _call(session, "lcm_expand", {"id": summary_id, "query": "staging vault key",
+                                                               "max_tokens": 200}))
+            assert asked.startswith(f">> [{fact_id}]") and "(cut at the token cap" in asked
 
             described = json.loads(_text(await _call(session, "lcm_describe", {"id": summary_id})))
             assert described["id"] == summary_id and fact_id in described["sources"]

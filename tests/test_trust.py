@@ -360,3 +360,14 @@ def test_a_persons_properties_survive_a_refresh(vault: Path) -> None:
         assert v.dag.get(node.id).body_hash != node.body_hash  # regenerated with the correction
         assert "aliases:\n- Deploy saga\nstatus: reviewed\n" in refreshed
         assert '  - "project/routing"' in refreshed or "  - project/routing" in refreshed
+
+
+def test_an_unexpected_failure_is_one_line_unless_debug(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("something nobody expected")
+
+    monkeypatch.setattr(Vault, "status", boom)
+    code, _, err = run("--vault", str(vault), "status")
+    assert code == 1 and err.startswith("Error: internal error: RuntimeError") and err.count("\n") == 1
+    result = CliRunner().invoke(cli, ["--vault", str(vault), "--debug", "status"])
+    assert isinstance(result.exception, RuntimeError)  # --debug lets the traceback through

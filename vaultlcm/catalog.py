@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -45,12 +46,16 @@ from .errors import LockTimeoutError, StorageError
 from .logcodec import Damaged, Foreign, ParsedEntry, TornTail, iter_entries
 from .threads import ThreadRow, lanes, static_lane
 
-SCHEMA_VERSION = "4"
+#: A git conflict marker at the start of a line (never the start of a quoted log line).
+CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7})( |$)")
+
+SCHEMA_VERSION = "5"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS logs(
     path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
     parsed INTEGER NOT NULL, head_hash TEXT NOT NULL, torn INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS logs_conv ON logs(conv, path);
 CREATE TABLE IF NOT EXISTS messages(
     id TEXT PRIMARY KEY, conv TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, role TEXT NOT NULL,
     tokens INTEGER NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, hash TEXT NOT NULL,
@@ -65,6 +70,9 @@ CREATE INDEX IF NOT EXISTS links_conv ON links(conv);
 CREATE TABLE IF NOT EXISTS pending(id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL,
     end INTEGER NOT NULL, batch TEXT NOT NULL, last INTEGER NOT NULL, wseq INTEGER NOT NULL, entry TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS duplicates(id TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS payload_refs(name TEXT NOT NULL, conv TEXT NOT NULL, path TEXT NOT NULL, msg_id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS payload_refs_conv ON payload_refs(conv, name);
+CREATE INDEX IF NOT EXISTS payload_refs_path ON payload_refs(path);
 CREATE TABLE IF NOT EXISTS summaries(
     id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
     kind TEXT NOT NULL, depth INTEGER NOT NULL, earliest_at TEXT NOT NULL, latest_at TEXT NOT NULL,
@@ -115,6 +123,15 @@ def _head_hash(data: bytes) -> str:
 
 def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
     return any(marker in str(exc).lower() for marker in _CORRUPT)
+
+
+def _payload_names(meta: dict[str, Any]) -> list[str]:
+    """Payload files an entry refers to (externalized parts and large extra fields)."""
+    names = [str(p[4]["f"]) for p in meta.get("parts", []) if len(p) > 4 and isinstance(p[4], dict) and "f" in p[4]]
+    xf = meta.get("xf")
+    if isinstance(xf, dict):
+        names.extend(str(v) for v in xf.values())
+    return names
 
 
 def _is_vanished(exc: sqlite3.DatabaseError) -> bool:
@@ -218,8 +235,8 @@ class Catalog:
     def reset(self) -> None:
         """Forget everything derived (the next syncs re-read every file)."""
         with self.transaction() as db:
-            for table in ("logs", "messages", "links", "pending", "duplicates", "summaries", "coverage", "note_files",
-                          "problems", "reindex_queue"):
+            for table in ("logs", "messages", "links", "pending", "duplicates", "payload_refs", "summaries", "coverage",
+                          "note_files", "problems", "reindex_queue"):
                 db.execute(f"DELETE FROM {table}")
             db.execute("DELETE FROM meta WHERE key<>'schema'")
             db.execute("INSERT INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
@@ -277,12 +294,18 @@ class Catalog:
         except FileNotFoundError:
             dir_mtime = "missing"
         with self._lock:
-            known = {row[0]: row for row in self._db.execute(
-                "SELECT path, size, mtime_ns, parsed, head_hash FROM logs WHERE conv=?", (conv,))}
-            if quick and self.get_meta(key) == dir_mtime and known:
-                newest = max(known)
-                on_disk = {newest: self.root / newest}
+            newest_row = None
+            if quick and self.get_meta(key) == dir_mtime:
+                newest_row = self._db.execute(
+                    "SELECT path, size, mtime_ns, parsed, head_hash FROM logs WHERE conv=? ORDER BY path DESC LIMIT 1",
+                    (conv,)).fetchone()
+            if newest_row is not None:
+                # Cost independent of history: one row and one stat.
+                known = {newest_row[0]: newest_row}
+                on_disk = {newest_row[0]: self.root / newest_row[0]}
             else:
+                known = {row[0]: row for row in self._db.execute(
+                    "SELECT path, size, mtime_ns, parsed, head_hash FROM logs WHERE conv=?", (conv,))}
                 on_disk = {}
                 if logs_dir.is_dir():
                     for p in logs_dir.iterdir():
@@ -292,6 +315,7 @@ class Catalog:
                 if gone:
                     with self.transaction() as db:
                         for rel in gone:
+                            db.execute("DELETE FROM payload_refs WHERE path=?", (rel,))
                             db.execute("DELETE FROM links WHERE id IN (SELECT id FROM messages WHERE path=?)", (rel,))
                             db.execute("DELETE FROM messages WHERE path=?", (rel,))
                             db.execute("DELETE FROM pending WHERE path=?", (rel,))
@@ -341,6 +365,10 @@ class Catalog:
                 problems.append(("damaged_entry", f"{rel}:{item.line}: {item.reason}; the entry is skipped "
                                  "(restore the log from git)"))
             elif isinstance(item, Foreign):
+                if CONFLICT_MARKER.match(item.text):
+                    problems.append(("conflict_markers", f"{rel}:{item.line}: holds a git conflict marker; logs merge "
+                                     "by keeping both sides: remove the marker lines, keep every entry"))
+                    continue
                 kind = "log_text" if item.final_newline else "no_final_newline"
                 what = ("text outside any message (kept as written; vaultlcm ignores it)" if item.final_newline
                         else "the file does not end with a newline (`vaultlcm doctor --fix` adds one)")
@@ -355,8 +383,10 @@ class Catalog:
                 db.execute("DELETE FROM messages WHERE path=?", (rel,))
                 db.execute("DELETE FROM pending WHERE path=?", (rel,))
                 db.execute("DELETE FROM duplicates WHERE path=?", (rel,))
-                db.execute(f"DELETE FROM problems WHERE path=? AND kind IN ({','.join('?' * 5)})",
-                           (rel, "damaged_entry", "log_text", "no_final_newline", "pending_batch", "log_edit"))
+                db.execute("DELETE FROM payload_refs WHERE path=?", (rel,))
+                db.execute(f"DELETE FROM problems WHERE path=? AND kind IN ({','.join('?' * 6)})",
+                           (rel, "damaged_entry", "log_text", "no_final_newline", "pending_batch", "log_edit",
+                            "conflict_markers"))
             for kind, detail in problems:
                 db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)", (rel, conv, kind, detail))
             for e in entries:
@@ -380,6 +410,9 @@ class Catalog:
     def _insert(self, db: sqlite3.Connection, conv: str, rel: str, entries: list[ParsedEntry], *,
                 known_ids: set[str] = frozenset(), seqs: dict[str, int] | None = None) -> None:  # type: ignore[assignment]
         """Insert entries as messages (or as pending, for an incomplete batch)."""
+        refs = [(name, conv, rel, e.meta["id"]) for e in entries for name in _payload_names(e.meta)]
+        if refs:
+            db.executemany("INSERT INTO payload_refs(name, conv, path, msg_id) VALUES(?,?,?,?)", refs)
         for e in entries:
             m = e.meta
             batch = m.get("batch")
@@ -568,6 +601,11 @@ class Catalog:
     def rows_by_ids(self, ids: list[str]) -> dict[str, MessageRow]:
         rows = self._in("SELECT * FROM messages WHERE id IN ({})", ids, lambda r: MessageRow(*r))
         return {r.id: r for r in rows}
+
+    def payload_refs(self, conv: str) -> dict[str, str]:
+        """Payload file name -> a log that refers to it, for every payload ``conv``'s messages use."""
+        return {str(n): str(p) for n, p in self.execute(
+            "SELECT name, MIN(path) FROM payload_refs WHERE conv=? GROUP BY name", (conv,))}
 
     def duplicates(self) -> list[tuple[str, str, int]]:
         return [tuple(r) for r in self.execute("SELECT id, path, start FROM duplicates")]  # type: ignore[misc]

@@ -25,26 +25,47 @@ def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=None))
 
 
+def _fail(message: str, code: int) -> None:
+    # One line, whatever the message holds: scripts read the first line of stderr.
+    click.echo("Error: " + " ".join(message.split()), err=True)
+    sys.exit(code)
+
+
 def handle_errors(func: F) -> F:
-    """Turn library errors into ``Error: ...`` and the right exit code."""
+    """Turn every failure into one ``Error: ...`` line and an exit code (a traceback only with ``--debug``)."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context(silent=True)
+        debug = bool(ctx and isinstance(ctx.find_object(Context), Context) and ctx.find_object(Context).debug)
         try:
             return func(*args, **kwargs)
-        except VaultLCMError as exc:
-            # One line, whatever the message holds: scripts read the first line of stderr.
-            click.echo("Error: " + " ".join(str(exc).split()), err=True)
-            sys.exit(exc.exit_code)
         except BrokenPipeError:
             sys.exit(0)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the CLI's one place that turns errors into a line
+            if debug:
+                raise
+            if isinstance(exc, VaultLCMError):
+                _fail(str(exc), exc.exit_code)
+            if isinstance(exc, OSError):
+                from .errors import StorageError
+
+                _fail(str(StorageError.from_os(exc, exc.filename or "a file", "use")), 1)
+            _fail(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback, and please "
+                  "report it)", 1)
 
     return wrapper  # type: ignore[return-value]
 
 
 class Context:
-    def __init__(self, vault_path: str | None) -> None:
+    def __init__(self, vault_path: str | None, debug: bool = False) -> None:
         self.vault_path = Path(vault_path) if vault_path else Path.cwd()
+        self.debug = debug
         self._vault: Any = None
 
     def vault(self) -> Any:
@@ -56,7 +77,12 @@ class Context:
 
     def close(self) -> None:
         if self._vault is not None:
-            self._vault.close()
+            try:
+                self._vault.close()
+            except Exception as exc:  # noqa: BLE001 - the command's answer is out; say what failed after it
+                if self.debug:
+                    raise
+                click.echo("Error: while closing the vault: " + " ".join(str(exc).split()), err=True)
 
 
 pass_ctx = click.make_pass_decorator(Context)
@@ -71,10 +97,11 @@ pass_ctx = click.make_pass_decorator(Context)
     type=click.Path(file_okay=False),
     help="Vault folder (default: VAULTLCM_VAULT, else the current directory).",
 )
+@click.option("--debug", is_flag=True, help="Show the full traceback of an error instead of one line.")
 @click.pass_context
-def cli(ctx: click.Context, vault_path: str | None) -> None:
+def cli(ctx: click.Context, vault_path: str | None, debug: bool) -> None:
     """vaultlcm: lossless memory for AI agents, kept as an Obsidian vault."""
-    obj = Context(vault_path)
+    obj = Context(vault_path, debug)
     ctx.obj = obj
     ctx.call_on_close(obj.close)
 
@@ -270,30 +297,42 @@ def assemble(obj: Context, conversation: str, budget: int, fmt: str, as_json: bo
 @click.option("--scope", type=click.Choice(["messages", "summaries", "both"]), default="both", show_default=True)
 @click.option("--since", metavar="WHEN", help="Only items at or after WHEN (ISO date/time, or an age: 30m, 12h, 7d).")
 @click.option("--before", metavar="WHEN", help="Only items before WHEN.")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help='Print {"hits": [...]}.')
+@click.option("--sort", type=click.Choice(["relevance", "newest", "oldest"]), default="relevance", show_default=True,
+              help="relevance: best first, hits of about the same relevance newest first.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Hits per page.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, show_default=True, help="Hits to skip (the next page).")
+@click.option("--count", "count_only", is_flag=True, help="Print only the number of matches: in all, by kind, per day.")
+@click.option("--json", "as_json", is_flag=True,
+              help='Print {"hits": [...], "total": N, ...} (with --count: {"total", "messages", "summaries", "per_day"}).')
 @pass_ctx
 @handle_errors
-def grep(obj: Context, pattern: str, conversation: str | None, use_regex: bool, scope: str,
-         since: str | None, before: str | None, limit: int, as_json: bool) -> None:
-    """Search stored messages and summaries: words, "phrases", prefix*, or --regex."""
-    result = obj.vault().grep(pattern, conversation=conversation, regex=use_regex, scope=scope,
-                              since=since, before=before, limit=limit)
+def grep(obj: Context, pattern: str, conversation: str | None, use_regex: bool, scope: str, since: str | None,
+         before: str | None, sort: str, limit: int, offset: int, count_only: bool, as_json: bool) -> None:
+    """Search stored messages and summaries: words (stemmed), "phrases", prefix*, identifiers, or --regex.
+
+    Each hit line gives its time (UTC), id, role, the summary covering it and the node shown
+    in its place in the model's context. Exits 1 when nothing matches, like grep.
+    """
+    from .tools import count_lines, hit_line, page_line
+
+    result = obj.vault().grep(pattern, conversation=conversation, regex=use_regex, scope=scope, since=since,
+                              before=before, limit=limit, offset=offset, sort=sort, count=count_only)
+    partial = result.get("partial")
     if as_json:
         _echo_json(result)
-        return
-    hits = result["hits"]
-    if not hits:
-        click.echo("No matches.")
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for h in hits:
-        groups.setdefault(h.get("covered_by") or "(active context)", []).append(h)
-    for top, members in groups.items():
-        click.echo(f"{top}:")
-        for h in members:
-            click.echo(f"  {h['id']} [{h['kind']}, {h['conversation']}] {h['snippet']}")
-    if result.get("partial"):
+    elif count_only:
+        click.echo("\n".join(count_lines({**result, "partial": False})))
+    else:
+        for h in result["hits"]:
+            click.echo(hit_line(h, with_conversation=True))
+        if result["total"] > len(result["hits"]) and result["hits"]:
+            click.echo(page_line(result).replace("offset=", "--offset "), err=True)
+        elif not result["total"]:
+            click.echo("No matches.", err=True)
+    if partial:
         click.echo("(regex scan stopped at its time limit; narrow it with -c, --since or --before)", err=True)
+    if not result["total"]:
+        sys.exit(1)
 
 
 @cli.command()
@@ -322,29 +361,41 @@ def describe(obj: Context, item_id: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("item_id", metavar="ID")
 @click.option("--max-tokens", type=click.IntRange(min=1), help="Token cap (default: max_expand_tokens, 4000).")
-@click.option("--depth", type=click.IntRange(min=1), help="Levels to descend (default: down to raw messages).")
-@click.option("--json", "as_json", is_flag=True, help='Print {"messages": [...], "summaries": [...], "truncated": bool}.')
+@click.option("--depth", type=click.IntRange(min=1), help="Summary levels to descend (default: down to raw messages).")
+@click.option("--around", type=click.IntRange(min=0), metavar="N",
+              help="A message with N neighbours on each side (default: the turn it belongs to).")
+@click.option("--query", metavar="TEXT", help="A summary's sources matching TEXT first (each with the message after it).")
+@click.option("--json", "as_json", is_flag=True, help='Print {"messages": [...], "summaries": [...], "truncated": bool, ...}.')
 @pass_ctx
 @handle_errors
-def expand(obj: Context, item_id: str, max_tokens: int | None, depth: int | None, as_json: bool) -> None:
-    """Expand a summary into its sources, down to the verbatim messages."""
-    r = obj.vault().expand(item_id, max_tokens=max_tokens, depth=depth)
+def expand(obj: Context, item_id: str, max_tokens: int | None, depth: int | None, around: int | None,
+           query: str | None, as_json: bool) -> None:
+    """Exact history around ID: a summary down to its verbatim sources, a message with its turn.
+
+    A message expands to its turn (the request, tool calls and results, the reply) or,
+    with --around N, to N messages on each side. Everything stays within --max-tokens;
+    what was left out is named (ids to expand next).
+    """
+    from .messages import message_from_native
+
+    r = obj.vault().expand(item_id, max_tokens=max_tokens, depth=depth, around=around, query=query)
     if as_json:
         _echo_json(r)
         return
     for s in r["summaries"]:
         click.echo(f"== {s['id']} ({s['kind']}, depth {s['depth']}, {s['descendant_count']} messages)")
         click.echo(s["text"].rstrip())
+    marked = set(r.get("matched", [])) | ({r["id"]} if r.get("mode") in ("turn", "around") else set())
     for m in r["messages"]:
-        from .messages import message_from_native
-
-        msg = message_from_native(m)
-        click.echo(f"== {m['id']} · {m['role']} · {m.get('timestamp', '')}")
+        msg = message_from_native({k: v for k, v in m.items() if k in ("role", "content")})
+        mark = " <<" if m["id"] in marked else ""
+        click.echo(f"== {m['id']} · {m['role']} · {m.get('timestamp', '')}{mark}")
         click.echo(msg.searchable_text())
     if r["truncated"]:
         left = f"{r.get('omitted_messages', 0)} messages left out; " if r.get("omitted_messages") else ""
+        nxt = f"; expand these next: {', '.join(r['omitted'][:10])}" if r["omitted"] else ""
         click.echo(f"(cut at the {max_tokens or 'default'}-token cap after {r['tokens']} tokens; {left}"
-                   f"expand these next: {', '.join(r['omitted'][:10])})", err=True)
+                   f"the rest is in the vault{nxt})", err=True)
 
 
 @cli.command()

@@ -558,8 +558,17 @@ class Dag:
         rows = self._rows("id=?", (summary_id,))
         return rows[0] if rows else None
 
-    def all(self, conv: str) -> list[SummaryRow]:
-        return self._rows("conv=? ORDER BY depth, first_seq, id", (conv,))
+    def all(self, conv: str, *, bodies: bool = True) -> list[SummaryRow]:
+        """Every summary of ``conv``; ``bodies=False`` leaves ``body`` empty (cheap over many notes)."""
+        if bodies:
+            return self._rows("conv=? ORDER BY depth, first_seq, id", (conv,))
+        cols = _COLUMNS.replace(", body,", ", '' AS body,")
+        return [SummaryRow(*r) for r in self.catalog.execute(
+            f"SELECT {cols} FROM summaries WHERE conv=? ORDER BY depth, first_seq, id", (conv,))]
+
+    def page(self, conv: str, *, after: str = "", limit: int = 500) -> list[SummaryRow]:
+        """Summaries of ``conv`` by id, ``limit`` at a time after ``after`` (for streaming through them)."""
+        return self._rows("conv=? AND id>? ORDER BY id LIMIT ?", (conv, after, limit))
 
     def roots(self, conv: str) -> list[SummaryRow]:
         return self._rows("conv=? AND parent IS NULL ORDER BY first_seq, id", (conv,))

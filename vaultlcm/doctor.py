@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from .layout import VaultLayout
     from .msglog import MessageLog
 
-_FILE_REF = re.compile(r"file_[0-9a-f]{16}\.[A-Za-z0-9]+")
 _FILE_NAME = re.compile(r"^file_([0-9a-f]{16})\.[A-Za-z0-9]+$")
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
 #: Catalog problem kinds, by severity (anything else recorded there is a problem).
@@ -156,7 +155,7 @@ class Doctor:
         return report
 
     def _summaries(self, conv: str, report: DoctorReport) -> None:
-        for r in self.dag.all(conv):
+        for r in self.dag.all(conv, bodies=False):
             if r.parent == "!invalid":
                 continue
             if r.level == "truncated" or "fallback" in r.summarizer:
@@ -181,14 +180,7 @@ class Doctor:
     def _payloads(self, conv: str, report: DoctorReport) -> None:
         """Every payload checked against the hash its name carries; orphans and missing ones named."""
         files_dir = self.layout.files_dir(conv)
-        referenced: dict[str, str] = {}
-        logs_dir = self.layout.logs_dir(conv)
-        for log in sorted(logs_dir.glob("*.md")) if logs_dir.is_dir() and not logs_dir.is_symlink() else []:
-            if log.is_symlink() or not log.is_file():
-                continue
-            text = read_file(log).decode("utf-8", errors="replace")
-            for name in _FILE_REF.findall(text):
-                referenced.setdefault(name, self.layout.relative(log))
+        referenced = self.catalog.payload_refs(conv)  # from the catalog: no need to read every log
         present: set[str] = set()
         if files_dir.is_dir() and not files_dir.is_symlink():
             for f in sorted(files_dir.iterdir()):
@@ -238,25 +230,26 @@ class Doctor:
             dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
 
     def _conflicts(self, report: DoctorReport) -> None:
-        root = self.layout.conversations_dir
-        if not root.is_dir():
-            return
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
-            for name in filenames:
-                path = Path(dirpath) / name
-                if not name.endswith(".md") or path.is_symlink() or not path.is_file():
-                    continue
-                text = read_file(path).decode("utf-8", errors="replace")
-                if not _CONFLICT.search(text):
-                    continue
-                # Content inside a log entry is quoted ("> ..."), so a marker at a line start is git's.
-                rel = self.layout.relative(path)
-                home = self._is_home(path)
-                hint = ("it is derived: `doctor --fix` regenerates it" if home else
-                        "resolve the conflict by hand (keep both sides of a log; pick one version of a note)")
-                report.problems.append(Finding("conflict_markers", f"{rel}: holds git conflict markers; {hint}",
-                                               rel, home))
+        """Conflict markers in notes (logs report theirs while being read).
+
+        Only notes git or a person can have changed are read: home notes, notes that
+        fail validation and notes whose body no longer matches what the engine wrote
+        (a conflict changes either). That keeps doctor's cost off the history.
+        """
+        candidates: set[str] = {self.layout.relative(self.layout.home_note(c)) for c in self.conversations()}
+        candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='invalid'")}
+        candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM summaries WHERE gen_hash<>body_hash")}
+        for rel in sorted(candidates):
+            path = self.layout.root / rel
+            if path.is_symlink() or not path.is_file():
+                continue
+            text = read_file(path).decode("utf-8", errors="replace")
+            if not _CONFLICT.search(text):
+                continue
+            home = self._is_home(path)
+            hint = ("it is derived: `doctor --fix` regenerates it" if home else
+                    "resolve the conflict by hand (pick one version of the note)")
+            report.problems.append(Finding("conflict_markers", f"{rel}: holds git conflict markers; {hint}", rel, home))
 
     def _is_home(self, path: Path) -> bool:
         return path.parent.parent == self.layout.conversations_dir and path.stem == path.parent.name
@@ -267,10 +260,11 @@ class Doctor:
 
     def _index(self, report: DoctorReport) -> None:
         # The index is derived and catches up on every use; lag is information, and only
-        # drift that survives a catch-up (index writes failing) is a problem.
-        drift = self.indexer.drift()
-        if not (drift["missing"] or drift["extra"]):
+        # drift that survives a catch-up (index writes failing) is a problem. Counting first
+        # keeps the usual case cheap; ids and hashes are compared only when counts differ.
+        if self.indexer.counts_match():
             return
+        drift = self.indexer.drift()
         report.notes.append(Finding(
             "index_caught_up",
             f"the search index lacked {len(drift['missing'])} document(s) and had {len(drift['extra'])} extra; "
@@ -278,6 +272,8 @@ class Doctor:
         try:
             self.indexer.catch_up()
             self.indexer.open().flush()
+            if self.indexer.counts_match():
+                return
             drift = self.indexer.drift()
         except Exception as exc:  # noqa: BLE001 - any index failure is what we report
             report.problems.append(Finding(

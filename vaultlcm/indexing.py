@@ -1,12 +1,17 @@
 """Keeping the full-text index in step with the vault.
 
 The index (``.vaultlcm/index``) is derived: messages are durable in their logs
-first and the index catches up. A long-lived process (an :class:`~vaultlcm.Engine`,
-``watch``, the MCP server) adds documents as they are written; the write is
-buffered and committed in the background, off the ingest path. Any process that
-opens the index for the first time compares it with the catalog by content hash
-and indexes what is missing or changed, so a CLI ``ingest`` followed by ``grep``
-finds everything. An index that cannot be opened is rebuilt, not fatal.
+first and the index catches up when someone searches. What to add is found
+without scanning history: messages appended through the log are past a
+per-conversation position mark (this process's, or the one saved at the last
+clean close); messages found in files (a git pull, a person's edit, a merge that
+reordered a conversation) are queued by id in the catalog's ``reindex_queue``;
+summaries are followed through a per-conversation change counter. Any process
+that opens an index without trusted marks compares it with the catalog by
+content hash once. An index that cannot be opened is rebuilt, not fatal.
+
+:class:`IndexKeeper` takes the parts it needs (layout, settings, catalog, log,
+DAG and a way to sync a conversation), not the vault.
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ from .index.base import IndexDoc, IndexUnavailable, SearchIndex, open_index
 from .messages import Message, parse_timestamp
 
 if TYPE_CHECKING:
-    from .catalog import MessageRow
-    from .dag import SummaryRow
-    from .vault import Vault
+    from .catalog import Catalog, MessageRow
+    from .dag import Dag, SummaryRow
+    from .layout import VaultLayout
+    from .msglog import MessageLog
+    from .settings import Settings
 
 
 MARKS_FILE = "vaultlcm-marks.json"
@@ -42,22 +49,38 @@ def message_doc(row: "MessageRow", msg: Message) -> IndexDoc:
     text = msg.searchable_text() + ("\n" + ids if ids else "")
     return IndexDoc(
         id=row.id, kind="message", conversation=row.conv, text=text, at=_ts(row.at),
-        role=row.role, depth=-1, content_hash=row.hash,
+        role=row.role, depth=-1, content_hash=row.hash, seq=row.seq,
     )
 
 
 def summary_doc(row: "SummaryRow") -> IndexDoc:
     return IndexDoc(
         id=row.id, kind="summary", conversation=row.conv, text=row.body, at=_ts(row.latest_at),
-        role="", depth=row.depth, content_hash=row.body_hash,
+        role="", depth=row.depth, content_hash=row.body_hash, seq=row.last_seq or 0,
     )
 
 
 class IndexKeeper:
     """Owns the vault's index: opening, catching up, incremental adds and rebuilds."""
 
-    def __init__(self, vault: "Vault") -> None:
-        self.vault = vault
+    def __init__(
+        self,
+        layout: "VaultLayout",
+        settings: "Settings",
+        catalog: "Catalog",
+        log: "MessageLog",
+        dag: "Dag",
+        *,
+        conversations: Callable[[], list[str]],
+        sync: Callable[[str], None],
+    ) -> None:
+        self.layout = layout
+        self.settings = settings
+        self.catalog = catalog
+        self.log = log
+        self.dag = dag
+        self.conversations = conversations
+        self.sync = sync
         self._index: SearchIndex | None = None
         self._caught_up = False
         # What this process has put in the index, per conversation, so that writes made by
@@ -73,8 +96,8 @@ class IndexKeeper:
 
     def open(self) -> SearchIndex:
         if self._index is None:
-            path = self.vault.layout.index_dir
-            backend = self.vault.settings.index_backend
+            path = self.layout.index_dir
+            backend = self.settings.index_backend
             try:
                 # A process that is not the index's writer searches what is there rather than
                 # waiting long for another process (an agent, the MCP server) to let go.
@@ -104,12 +127,12 @@ class IndexKeeper:
 
     @property
     def _marks_path(self) -> Path:
-        return self.vault.layout.index_dir / MARKS_FILE
+        return self.layout.index_dir / MARKS_FILE
 
     def _load_marks(self, index: SearchIndex) -> bool:
         try:
             data = json.loads(self._marks_path.read_text(encoding="utf-8"))
-            if data.get("catalog_id") != self.vault.catalog.catalog_id or data.get("count") != index.count():
+            if data.get("catalog_id") != self.catalog.catalog_id or data.get("count") != index.count():
                 return False
             self._msg_mark = {str(k): int(v) for k, v in data["msg_mark"].items()}
             self._sum_print = {str(k): str(v) for k, v in data["sum_gen"].items()}
@@ -124,7 +147,7 @@ class IndexKeeper:
         if index is None or not self._caught_up or not getattr(index, "writable", False):
             return
         data = {
-            "catalog_id": self.vault.catalog.catalog_id,
+            "catalog_id": self.catalog.catalog_id,
             "count": index.count(),
             "msg_mark": self._msg_mark,
             "sum_gen": self._sum_print,
@@ -141,39 +164,45 @@ class IndexKeeper:
             self._marks_dropped = True
 
     def all_docs(self, progress: Callable[[int], None] | None = None) -> Iterator[IndexDoc]:
-        v = self.vault
-        for conv in v.conversations():
-            v.sync(conv)
-            for row, msg in v.log.read_conversation(conv):
+        """Every document of the vault, streamed (memory stays flat whatever the history)."""
+        for conv in self.conversations():
+            self.sync(conv)
+            for row, msg in self.log.iter_conversation(conv):
                 yield message_doc(row, msg)
                 if progress:
                     progress(1)
-            for s in v.dag.all(conv):
-                if s.parent != "!invalid":
-                    yield summary_doc(s)
-                    if progress:
-                        progress(1)
+            after = ""
+            while True:
+                batch = [s for s in self.dag.page(conv, after=after, limit=500)]
+                if not batch:
+                    break
+                for s in batch:
+                    if s.parent != "!invalid":
+                        yield summary_doc(s)
+                        if progress:
+                            progress(1)
+                after = batch[-1].id
 
     def catch_up(self) -> dict[str, int]:
         """Index what the catalog has and the index lacks (by content hash); drop what is gone."""
         index = self.open()
-        v = self.vault
-        for conv in v.conversations():
-            v.sync(conv)
+        for conv in self.conversations():
+            self.sync(conv)
+        self.catalog.execute("DELETE FROM reindex_queue")  # the comparison below covers what it holds
         missing, gone = self._differences(index)
         if gone:
             index.remove(gone)
         added = 0
         if missing:
             msg_ids = [i for i in missing if not i.startswith("sum_")]
-            rows = v.catalog.rows_by_ids(msg_ids)
+            rows = self.catalog.rows_by_ids(msg_ids)
             ordered = sorted(rows.values(), key=lambda r: (r.conv, r.path, r.start))
             for i in range(0, len(ordered), 2000):
                 batch = ordered[i : i + 2000]
-                index.add(message_doc(r, m) for r, m in v.log.read_rows(batch))
+                index.add(message_doc(r, m) for r, m in self._readable(batch))
                 added += len(batch)
             for sid in (i for i in missing if i.startswith("sum_")):
-                row = v.dag.get(sid)
+                row = self.dag.get(sid)
                 if row is not None:
                     index.add([summary_doc(row)])
                     added += 1
@@ -181,54 +210,64 @@ class IndexKeeper:
         self._set_marks()
         return {"added": added, "removed": len(gone)}
 
+    def _readable(self, rows: list["MessageRow"]) -> list[tuple["MessageRow", Message]]:
+        """The messages of ``rows`` that can be read; a damaged one is skipped (``doctor`` names it)."""
+        from .errors import VaultLCMError
+
+        try:
+            return self.log.read_rows(rows)
+        except VaultLCMError:
+            out = []
+            for row in rows:
+                try:
+                    out.extend(self.log.read_rows([row]))
+                except VaultLCMError:
+                    continue
+            return out
+
     def _set_marks(self) -> None:
-        v = self.vault
         self._sum_print = {}
-        self._msg_mark = {c: int(n or 0) for c, n in v.catalog.execute("SELECT conv, MAX(seq) FROM messages GROUP BY conv")}
+        self._msg_mark = {c: int(n or 0) for c, n in self.catalog.execute(
+            "SELECT conv, MAX(seq) FROM messages GROUP BY conv")}
         self._sum_known = {}
-        for sid, conv, h, parent in v.catalog.execute("SELECT id, conv, body_hash, parent FROM summaries"):
+        for sid, conv, h, parent in self.catalog.execute("SELECT id, conv, body_hash, parent FROM summaries"):
             if parent != "!invalid":
                 self._sum_known.setdefault(conv, {})[sid] = h
 
     def follow(self, conv: str) -> int:
         """Index what reached the catalog for ``conv`` since this process last looked; returns docs added.
 
-        Cost follows what is new (messages past the last seen ``seq``) plus one pass over the
-        conversation's summaries, not the whole history.
+        Cost follows what is new: messages past the position mark (an index seek),
+        the queue of messages found in files, and the summaries only when their
+        change counter moved.
         """
         if self._index is None:
             return 0
         if not self._caught_up:
             return self.catch_up()["added"]
-        v = self.vault
-        mark = self._msg_mark.get(conv, 0)
         from .catalog import MessageRow
 
-        rows = [MessageRow(*r) for r in v.catalog.execute("SELECT * FROM messages WHERE conv=? AND seq>? ORDER BY seq", (conv, mark))]
-        edited = [MessageRow(*r) for r in v.catalog.execute(
-            "SELECT m.* FROM messages m JOIN reindex_queue q ON q.id = m.id WHERE m.conv=?", (conv,))]
-        if edited:
-            self.on_messages(v.log.read_rows(edited))
-            v.catalog.execute(f"DELETE FROM reindex_queue WHERE id IN ({','.join('?' * len(edited))})",
-                              tuple(r.id for r in edited))
-        added = 0
+        mark = self._msg_mark.get(conv, 0)
+        rows = [MessageRow(*r) for r in self.catalog.execute(
+            "SELECT * FROM messages WHERE conv=? AND seq>? ORDER BY seq", (conv, mark))]
+        added = self._drain_queue()
         if rows:
-            self.on_messages(v.log.read_rows(rows))
+            self.on_messages(self._readable(rows))
             self._msg_mark[conv] = max(r.seq for r in rows)
             added += len(rows)
         # A cheap check first: the catalog counts every change to a conversation's summaries.
         from .dag import summaries_generation
 
-        generation = summaries_generation(v.catalog, conv)
+        generation = summaries_generation(self.catalog, conv)
         if self._sum_print.get(conv) == generation:
             return added
         self._sum_print[conv] = generation
         known = self._sum_known.setdefault(conv, {})
-        current = {sid: h for sid, h, parent in v.catalog.execute(
+        current = {sid: h for sid, h, parent in self.catalog.execute(
             "SELECT id, body_hash, parent FROM summaries WHERE conv=?", (conv,)) if parent != "!invalid"}
         for sid, h in current.items():
             if known.get(sid) != h:
-                row = v.dag.get(sid)
+                row = self.dag.get(sid)
                 if row is not None:
                     self.on_summary(row)
                     added += 1
@@ -236,8 +275,29 @@ class IndexKeeper:
         self._sum_known[conv] = current
         return added
 
+    def _drain_queue(self) -> int:
+        """Index the messages queued by id (found in files, edited, or moved by a merge)."""
+        done = 0
+        while True:
+            ids = [r[0] for r in self.catalog.execute("SELECT id FROM reindex_queue LIMIT 2000")]
+            if not ids:
+                return done
+            rows = self.catalog.rows_by_ids(ids)
+            if rows:
+                self.on_messages(self._readable(list(rows.values())))
+            self.catalog.execute(f"DELETE FROM reindex_queue WHERE id IN ({','.join('?' * len(ids))})", tuple(ids))
+            done += len(rows)
+
     def follow_all(self) -> int:
-        return sum(self.follow(conv) for conv in self.vault.conversations())
+        return sum(self.follow(conv) for conv in self.conversations())
+
+    def counts_match(self) -> bool:
+        """Whether the index holds as many documents as the catalog says it should (a cheap first check)."""
+        index = self.open()
+        index.flush()
+        (messages,), = self.catalog.execute("SELECT COUNT(*) FROM messages")
+        (summaries,), = self.catalog.execute("SELECT COUNT(*) FROM summaries WHERE parent IS NOT '!invalid'")
+        return index.count() == int(messages) + int(summaries)
 
     def drift(self) -> dict[str, list[str]]:
         """What differs between the index and the files, without changing anything."""
@@ -247,8 +307,8 @@ class IndexKeeper:
     def _differences(self, index: SearchIndex) -> tuple[list[str], list[str]]:
         """Ids the index lacks or holds stale (by content hash), and ids it holds that are gone."""
         stored = index.stored_hashes()
-        wanted = {mid: h for mid, h in self.vault.catalog.execute("SELECT id, hash FROM messages")}
-        wanted.update({sid: h for sid, h, p in self.vault.catalog.execute(
+        wanted = {mid: h for mid, h in self.catalog.execute("SELECT id, hash FROM messages")}
+        wanted.update({sid: h for sid, h, p in self.catalog.execute(
             "SELECT id, body_hash, parent FROM summaries") if p != "!invalid"})
         return [i for i, h in wanted.items() if stored.get(i) != h], [i for i in stored if i not in wanted]
 
@@ -257,9 +317,10 @@ class IndexKeeper:
         if self._index is not None:
             self._index.close()
             self._index = None
-        shutil.rmtree(self.vault.layout.index_dir, ignore_errors=True)
-        index = open_index(self.vault.settings.index_backend, self.vault.layout.index_dir, reset=True)
+        shutil.rmtree(self.layout.index_dir, ignore_errors=True)
+        index = open_index(self.settings.index_backend, self.layout.index_dir, reset=True)
         self._index = index
+        self.catalog.execute("DELETE FROM reindex_queue")
         count = index.rebuild(self.all_docs(), progress=progress)
         self._caught_up = True
         self._set_marks()

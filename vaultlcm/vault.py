@@ -33,6 +33,7 @@ from .settings import Settings, default_toml, load_settings
 from .upkeep import tidy
 
 if TYPE_CHECKING:
+    from .recall import ContextView
     from .sync import VaultWatcher
 from .summarizers.base import Summarizer
 
@@ -72,7 +73,8 @@ class Vault:
             clock=clock,
         )
         self.dag = Dag(self.layout, self.catalog)
-        self.indexer = IndexKeeper(self)
+        self.indexer = IndexKeeper(self.layout, self.settings, self.catalog, self.log, self.dag,
+                                   conversations=self.conversations, sync=self.sync)
         self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
         self._lock = threading.RLock()
         self._closed = False
@@ -448,19 +450,32 @@ class Vault:
         since: str | float | None = None,
         before: str | float | None = None,
         limit: int = 20,
+        offset: int = 0,
+        sort: str = "relevance",
+        count: bool = False,
+        view: "ContextView | None" = None,
     ) -> dict[str, Any]:
-        """Search history: full text through the index, or ``regex`` by a bounded scan."""
-        from .recall import grep
+        """Search history: full text through the index, or ``regex`` by a bounded scan.
+
+        Returns ``{"hits", "total", "offset", "limit", "sort", "next_offset", "by_kind"}``
+        (``by_kind`` splits ``total`` into messages and summaries; ``"partial": true``
+        when a regex scan hit its time limit); with ``count``,
+        ``{"total", "messages", "summaries", "per_day"}`` instead. ``view`` decides
+        which node a hit is ``shown_as`` (see :mod:`vaultlcm.recall`).
+        """
+        from .grep import grep
 
         now = self.clock()
         t_since = parse_when(since, now) if isinstance(since, str) else since
         t_before = parse_when(before, now) if isinstance(before, str) else before
-        hits, partial = grep(
-            self, pattern, conversation=conversation, regex_mode=regex, scope=scope,
-            since=t_since, before=t_before, limit=limit,
+        result = grep(
+            self, pattern, conversation=conversation, regex_mode=regex, scope=scope, since=t_since,
+            before=t_before, limit=limit, offset=offset, sort=sort, count=count, view=view,
         )
-        out: dict[str, Any] = {"hits": [h.to_dict() for h in hits]}
-        if partial:
+        if result.counts is None:
+            return result.to_dict()
+        out = result.counts.to_dict()
+        if result.partial:
             out["partial"] = True
         return out
 
@@ -470,15 +485,19 @@ class Vault:
 
         return describe(self, item_id)
 
-    def expand(self, item_id: str, *, max_tokens: int | None = None, depth: int | None = None) -> dict[str, Any]:
-        """A summary down to its verbatim sources, within ``max_tokens`` and ``depth``."""
-        from .recall import expand
+    def expand(
+        self, item_id: str, *, max_tokens: int | None = None, depth: int | None = None,
+        around: int | None = None, query: str | None = None,
+    ) -> dict[str, Any]:
+        """Exact history around an id within ``max_tokens``: a summary down to its sources
+        (matches of ``query`` first), or a message with its turn (or ``around`` neighbours)."""
+        from .expand import expand
 
-        return expand(self, item_id, max_tokens=max_tokens, depth=depth)
+        return expand(self, item_id, max_tokens=max_tokens, depth=depth, around=around, query=query)
 
     def ask(self, question: str, *, conversation: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
         """Answer a question from expanded history (LLM when configured, ranked excerpts offline)."""
-        from .recall import ask
+        from .ask import ask
 
         return ask(self, question, conversation=conversation, max_tokens=max_tokens)
 

@@ -14,12 +14,14 @@ when an index is opened, so importing this package stays cheap. The modules:
 
 from __future__ import annotations
 
-from .base import IndexDoc, IndexLocked, IndexUnavailable, SearchHit, SearchIndex, open_index
+from .base import SORTS, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex, open_index
 
 __all__ = [
+    "SORTS",
     "IndexDoc",
     "IndexLocked",
     "IndexUnavailable",
+    "MatchCount",
     "SearchHit",
     "SearchIndex",
     "open_index",

@@ -9,7 +9,12 @@ The query language and the tokenizer, identical on both backends, are described
 in :mod:`vaultlcm.index.query`; buffering, background commits and the writer
 lock in :mod:`vaultlcm.index.buffered`.
 
-Ranking is BM25; equal scores are ordered newest first (by ``at``).
+Results come in one of :data:`SORTS`: ``relevance`` (BM25 in bands: hits
+within 30% of a band's best score, equal ones included however the floats
+round, come newest first; see :mod:`vaultlcm.index.buffered`),
+``newest`` or ``oldest`` (by ``at``, then conversation order ``seq``). Searches
+page with ``offset``; :meth:`SearchIndex.count_matches` counts every match, by
+kind and by day, so a caller knows how many pages there are.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ from ..errors import IndexError_, UsageError
 
 #: The values of :attr:`IndexDoc.kind`.
 KINDS = ("message", "summary")
+#: The orders :meth:`SearchIndex.search` can return hits in.
+SORTS = ("relevance", "newest", "oldest")
 
 
 # --------------------------------------------------------------------------- types
@@ -41,11 +48,15 @@ class IndexDoc:
     role: str = ""  # message role (empty for summaries)
     depth: int = -1  # summary depth, -1 for messages
     content_hash: str = ""  # hash of the source content, lets callers detect drift
+    seq: int = 0  # position in its conversation (a summary: its last message); orders equal times
 
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One search result; ``snippet`` is plain text around the first match."""
+    """One search result; ``snippet`` is plain text around the first match.
+
+    ``score`` is the BM25 score under ``relevance`` and 0.0 under the time sorts.
+    """
 
     id: str
     kind: str
@@ -53,6 +64,22 @@ class SearchHit:
     score: float
     snippet: str
     at: float
+    role: str = ""
+    depth: int = -1
+    seq: int = 0
+
+
+@dataclass(frozen=True)
+class MatchCount:
+    """How many documents match a query: in all, by kind, and by UTC day.
+
+    ``per_day`` maps ``YYYY-MM-DD`` to ``{kind: count}`` (only days with matches,
+    in date order); it is empty unless asked for.
+    """
+
+    total: int
+    by_kind: dict[str, int]
+    per_day: dict[str, dict[str, int]]
 
 
 class IndexUnavailable(IndexError_):
@@ -104,8 +131,26 @@ class SearchIndex(ABC):
         since: float | None = None,
         before: float | None = None,
         limit: int = 20,
+        offset: int = 0,
+        sort: str = "relevance",
     ) -> list[SearchHit]:
-        """Best ``limit`` hits for ``query`` (sees everything added before the call)."""
+        """Hits ``offset`` to ``offset + limit`` for ``query`` in ``sort`` order.
+
+        Sees everything added before the call.
+        """
+
+    @abstractmethod
+    def count_matches(
+        self,
+        query: str,
+        *,
+        kind: str | None = None,
+        conversations: Sequence[str] | None = None,
+        since: float | None = None,
+        before: float | None = None,
+        per_day: bool = False,
+    ) -> MatchCount:
+        """Count every document ``search`` would find for the same arguments."""
 
     @abstractmethod
     def flush(self) -> None:

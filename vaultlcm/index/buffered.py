@@ -11,13 +11,31 @@ write an index (a lock file in the index directory); other processes open it
 read-only and can search.
 
 An index directory holds :data:`VERSION_FILE`, written last when the index is
-created; an index whose schema version or backend does not match raises
-:class:`~vaultlcm.index.base.IndexUnavailable` and must be rebuilt.
+created; an index whose schema version, analyzer (the stemmer and its version)
+or backend does not match raises :class:`~vaultlcm.index.base.IndexUnavailable`
+and must be rebuilt (the vault does that by itself).
+
+Ordering (:meth:`BufferedIndex.search`): the backend returns the best ``n``
+documents by the sort's primary key (score, or time); ties at the cut are
+resolved here by the secondary key (time, then conversation order), fetching
+more when a tie runs past what was fetched.
+
+Under ``relevance``, scores form *bands*: a band starts at the best score not
+yet placed and holds the scores within :data:`RELEVANCE_BAND` (relative) of
+it, at most :data:`BAND_SIZE` of them; bands come best first, and inside a band
+hits come newest first. BM25
+differences that small say more about message length than about meaning, and
+in an agent's history a newer statement supersedes an older one (a deadline
+that moved, a version that changed), so the newer of two comparable hits
+should come first. Equal scores (floats computed in different orders) share a
+band however they round (up to its size: thousands of equal scores on a common
+word are not all ordered by time, which would cost a full scoring pass per page).
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import os
 import shutil
@@ -25,17 +43,28 @@ import threading
 import time
 import weakref
 from abc import abstractmethod
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock, Timeout
 
 from ..errors import IndexError_, UsageError
-from .base import KINDS, Filters, IndexDoc, IndexLocked, IndexUnavailable, SearchHit, SearchIndex
-from .query import ParsedQuery, make_snippet, parse_query
+from .base import KINDS, SORTS, Filters, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex
+from .query import ParsedQuery, make_snippet, parse_query, stemmer_name
 
-SCHEMA_VERSION = 1
+#: 2: stemmed words (stem tokens), CJK characters as words, seq and kind columns.
+SCHEMA_VERSION = 2
+#: Scores within this relative distance of each other are a tie.
+TIE_TOLERANCE = 1e-5
+#: A relevance band holds the scores within this fraction below its best one (ordered newest first) ...
+RELEVANCE_BAND = 0.3
+#: ... and at most this many hits, so that settling the order at a page's end costs one bounded re-fetch.
+BAND_SIZE = 64
+#: A tie at the cut is resolved over at most this many fetched documents.
+MAX_TIE_FETCH = 10_000
 VERSION_FILE = "vaultlcm-index.json"
 LOCK_FILE = "writer.lock"
 PID_FILE = "writer.pid"
@@ -211,7 +240,8 @@ class BufferedIndex(SearchIndex):
             else:
                 self._guard(self._n_create, "create")
                 tmp = self.path / (VERSION_FILE + ".tmp")
-                payload = {"format": "vaultlcm-index", "schema_version": SCHEMA_VERSION, "backend": self.backend}
+                payload = {"format": "vaultlcm-index", "schema_version": SCHEMA_VERSION, "backend": self.backend,
+                           "analyzer": stemmer_name()}
                 tmp.write_text(json.dumps(payload, sort_keys=True) + "\n", encoding="utf-8")
                 os.replace(tmp, self.path / VERSION_FILE)  # last: its presence means "complete"
                 return
@@ -220,6 +250,11 @@ class BufferedIndex(SearchIndex):
                 f"the search index at {self.path} is {meta.get('backend')!r} schema version "
                 f"{meta.get('schema_version')!r}; this vaultlcm needs {self.backend!r} version {SCHEMA_VERSION}. "
                 "Rebuild it with `vaultlcm reindex`."
+            )
+        if meta.get("analyzer") != stemmer_name():
+            raise IndexUnavailable(
+                f"the search index at {self.path} was built with the stemmer {meta.get('analyzer')!r}; "
+                f"this vaultlcm stems with {stemmer_name()!r}. Rebuild it with `vaultlcm reindex`."
             )
         self._guard(self._n_open, "open")
 
@@ -360,6 +395,18 @@ class BufferedIndex(SearchIndex):
                 time.sleep(0.05)
                 self._guard(self._n_refresh, "refresh")
 
+    def _filters(
+        self, kind: str | None, conversations: Sequence[str] | None, since: float | None, before: float | None
+    ) -> Filters | None:
+        """Validated filters, or None when they can match nothing."""
+        if kind is not None and kind not in KINDS:
+            raise UsageError(f"search kind must be one of {KINDS} or None, not {kind!r}")
+        if isinstance(conversations, str):
+            conversations = [conversations]
+        if conversations is not None and not conversations:
+            return None
+        return Filters(kind, tuple(conversations) if conversations is not None else None, since, before)
+
     def search(
         self,
         query: str,
@@ -369,37 +416,64 @@ class BufferedIndex(SearchIndex):
         since: float | None = None,
         before: float | None = None,
         limit: int = 20,
+        offset: int = 0,
+        sort: str = "relevance",
     ) -> list[SearchHit]:
-        if kind is not None and kind not in KINDS:
-            raise UsageError(f"search kind must be one of {KINDS} or None, not {kind!r}")
-        if isinstance(conversations, str):
-            conversations = [conversations]
+        if sort not in SORTS:
+            raise UsageError(f"search sort must be one of {', '.join(SORTS)}, not {sort!r}")
+        if offset < 0:
+            raise UsageError(f"search offset must be 0 or more, not {offset}")
+        filters = self._filters(kind, conversations, since, before)
         pq = parse_query(query)
-        if not pq.clauses or limit <= 0 or (conversations is not None and not conversations):
+        if not pq.clauses or limit <= 0 or filters is None:
             return []
-        filters = Filters(kind, tuple(conversations) if conversations is not None else None, since, before)
         self.flush()
         with self._read_lock:
-            return self._guard(self._ranked, "search", pq, filters, limit)
+            return self._guard(self._ranked, "search", pq, filters, limit, offset, sort)
 
-    def _ranked(self, pq: ParsedQuery, filters: Filters, limit: int) -> list[SearchHit]:
-        # Fetch a few more than asked so that ties at the cut can be ordered newest
-        # first; fetch more once if the tie runs past the end of what was fetched.
-        # Only once: on common words thousands of documents can tie, and each
-        # re-search costs a full scoring pass (seconds on Whoosh at 100k docs).
-        n = limit + 10
+    def count_matches(
+        self,
+        query: str,
+        *,
+        kind: str | None = None,
+        conversations: Sequence[str] | None = None,
+        since: float | None = None,
+        before: float | None = None,
+        per_day: bool = False,
+    ) -> MatchCount:
+        filters = self._filters(kind, conversations, since, before)
+        pq = parse_query(query)
+        if not pq.clauses or filters is None:
+            return MatchCount(0, {k: 0 for k in KINDS}, {})
+        self.flush()
+        with self._read_lock:
+            return self._guard(self._n_tally, "count", pq, filters, per_day)
+
+    def _ranked(self, pq: ParsedQuery, filters: Filters, limit: int, offset: int, sort: str) -> list[SearchHit]:
+        need = offset + limit
+        n = need + 10  # a few more than asked, so that ties at the cut can be ordered
         while True:
-            raw = self._n_search(pq, filters, n)
-            if len(raw) < n or round(raw[-1][0], 6) < round(raw[limit - 1][0], 6) or n >= limit * 4:
+            raw = self._n_search(pq, filters, n, sort)
+            if len(raw) < n or n >= MAX_TIE_FETCH or need > len(raw) or not _tied_at_cut(raw, need, sort):
                 break
-            n *= 4
-        raw.sort(key=lambda r: (-round(r[0], 6), -r[1]))
-        top = raw[:limit]
-        stored = self._n_load([r[2] for r in top])
+            # The tie runs past what was fetched.
+            if sort == "relevance":
+                # A band holds at most BAND_SIZE hits: fetching that many past the cut settles it.
+                if n >= need + BAND_SIZE + 10:
+                    break
+                n = need + BAND_SIZE + 10
+            else:  # equal times: fetch more until the run of them ends
+                n = min(n * 4, MAX_TIE_FETCH)
+        page = order_rows(raw, sort)[offset:need]
+        if not page:
+            return []
+        stored = self._n_load([r[4] for r in page])
+        scored = sort == "relevance"
         return [
-            SearchHit(id=f["id"], kind=f["kind"], conversation=f["conversation"], score=float(score),
-                      snippet=make_snippet(f["text"], pq), at=float(at))
-            for (score, at, _ref), f in zip(top, stored)
+            SearchHit(id=f["id"], kind=f["kind"], conversation=f["conversation"], score=float(score) if scored else 0.0,
+                      snippet=make_snippet(f["text"], pq), at=float(at), role=f.get("role") or "",
+                      depth=int(f.get("depth", -1)), seq=int(seq))
+            for (score, at, seq, _key, _ref), f in zip(page, stored)
         ]
 
     def rebuild(self, docs: Iterable[IndexDoc], progress: Callable[[int], None] | None = None) -> int:
@@ -488,12 +562,21 @@ class BufferedIndex(SearchIndex):
         """Make the searcher see the latest commit."""
 
     @abstractmethod
-    def _n_search(self, pq: ParsedQuery, filters: Filters, n: int) -> list[tuple[float, float, Any]]:
-        """Top ``n`` matches as ``(score, at, ref)``, best first; ``ref`` feeds ``_n_load``."""
+    def _n_search(self, pq: ParsedQuery, filters: Filters, n: int, sort: str) -> list[Row]:
+        """Top ``n`` matches by the sort's primary key (score, or ``at``) as ``(score, at, seq, tie, ref)``.
+
+        ``tie`` is the document's :func:`tie_key`; ``ref`` feeds ``_n_load``. The
+        order among equal keys does not matter. ``score`` may be 0.0 under the
+        time sorts.
+        """
+
+    @abstractmethod
+    def _n_tally(self, pq: ParsedQuery, filters: Filters, per_day: bool) -> MatchCount:
+        """Count every match, by kind (and by UTC day when asked)."""
 
     @abstractmethod
     def _n_load(self, refs: list[Any]) -> list[dict[str, Any]]:
-        """Stored ``id``, ``kind``, ``conversation`` and ``text`` for each ref."""
+        """Stored ``id``, ``kind``, ``conversation``, ``text``, ``role`` and ``depth`` for each ref."""
 
     @abstractmethod
     def _n_rebuild(self, docs: Iterator[IndexDoc]) -> None:
@@ -511,3 +594,75 @@ class BufferedIndex(SearchIndex):
     def _n_maintain(self) -> None:
         """Background housekeeping between commits (e.g. merging segments)."""
 
+
+
+# ------------------------------------------------------------------ ordering
+
+Row = tuple[float, float, int, int, Any]  # (score, at, seq, tie key, ref)
+
+
+def tie_key(doc_id: str) -> int:
+    """A stable signed 64-bit number per id: the last tie-break, so that every order is total.
+
+    Without it, documents equal in score, time and seq would come in the order of
+    their place in the index, which changes when segments merge (a page could
+    then repeat or skip one) and differs between backends.
+    """
+    return int.from_bytes(hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
+
+
+def _in_band(lead: float, score: float) -> bool:
+    """True when ``score`` belongs to the relevance band that ``lead`` starts."""
+    return lead - score <= max(RELEVANCE_BAND, TIE_TOLERANCE) * abs(lead)
+
+
+def _bands(scores: list[float]) -> list[int]:
+    """The band of each score (scores best first); see the module docstring."""
+    # Each score is compared with its band's first score, not the previous one,
+    # so a slope of slightly lower scores does not chain into one endless band.
+    out: list[int] = []
+    band, lead, members = -1, None, 0
+    for score in scores:
+        if lead is None or members >= BAND_SIZE or not _in_band(lead, score):
+            band, lead, members = band + 1, score, 0
+        members += 1
+        out.append(band)
+    return out
+
+
+def _tied_at_cut(raw: list[Row], need: int, sort: str) -> bool:
+    """True when the last fetched row may belong with row ``need - 1`` (its order isn't settled)."""
+    if sort != "relevance":
+        ordered = sorted(raw, key=lambda r: -r[1] if sort == "newest" else r[1])
+        return ordered[need - 1][1] == ordered[-1][1]
+    scores = sorted((r[0] for r in raw), reverse=True)
+    bands = _bands(scores)
+    return bands[need - 1] == bands[-1]
+
+
+def order_rows(rows: list[Row], sort: str) -> list[Row]:
+    """``rows`` in ``sort`` order: by relevance band (newest first inside), or by time then ``seq``."""
+    if sort == "newest":
+        return sorted(rows, key=lambda r: (-r[1], -r[2], -r[0], r[3]))
+    if sort == "oldest":
+        return sorted(rows, key=lambda r: (r[1], r[2], -r[0], r[3]))
+    by_score = sorted(rows, key=lambda r: -r[0])
+    keyed = [(band, -r[1], -r[2], -r[0], r[3], r) for band, r in zip(_bands([r[0] for r in by_score]), by_score)]
+    keyed.sort(key=lambda k: k[:5])
+    return [k[5] for k in keyed]
+
+
+def day_of(at: float) -> str:
+    """The UTC calendar day (``YYYY-MM-DD``) of a unix time."""
+    try:
+        return datetime.fromtimestamp(at, UTC).date().isoformat()
+    except (OverflowError, OSError, ValueError):  # a time no calendar day holds
+        return "0001-01-01" if at < 0 else "9999-12-31"
+
+
+def match_count(by_kind: Counter[str], by_day: Counter[tuple[int, str]]) -> MatchCount:
+    """A :class:`MatchCount` from counts by kind and by ``(day number since the epoch, kind)``."""
+    per_day: dict[str, dict[str, int]] = {}
+    for (day, kind), count in sorted(by_day.items()):
+        per_day.setdefault(day_of(day * 86400.0), {})[kind] = count
+    return MatchCount(sum(by_kind.values()), {k: by_kind.get(k, 0) for k in KINDS}, per_day)

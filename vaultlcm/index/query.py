@@ -7,14 +7,23 @@ with each hit.
 
 Query language (identical on both backends, never raises on odd input)
 ------------------------------------------------------------------------
-* ``deploy failed`` -- every word must match (AND), case-insensitive.
-* ``"disk is full"`` -- a quoted phrase: the words in this order, adjacent. An
+* ``deploy failed`` -- every word must match (AND), case-insensitive. A plain
+  word also matches the other forms of the same English word (``pinned`` and
+  ``pin``, ``retries`` and ``retry``, ``deploys`` and ``deployed``): words are
+  stemmed with the Snowball English stemmer, the algorithm of Tantivy's
+  ``en_stem`` tokenizer.
+* ``"disk is full"`` -- a quoted phrase: the words in this order, adjacent,
+  exactly as written (no stemming: quotes are the way to ask for one form). An
   unterminated quote runs to the end of the query.
 * ``deploy*`` -- prefix: ``deploy``, ``deployed``, ``deployment`` ...
   (``"open src/ap*"`` is a phrase whose last word is a prefix).
-* Identifiers are first-class: ``m-3f2a``, ``src/app.py``, ``snake_case_name``,
-  ``CamelCase``, ``call_01``, ``user@example.com``, ``8443`` match as a whole,
-  and their parts match too (``app``, ``snake``, ``camel``, ``case`` ...).
+* Identifiers are first-class and never stemmed: ``LEDG-482``, ``src/app.py``,
+  ``v2.14.1``, ``8443``, ``snake_case_name``, ``CamelCase``, ``call_0042``,
+  ``user@example.com`` match as a whole, and their parts match too (``app``,
+  ``snake``, ``camel``, ``case`` ...); ``compute_due_date`` does not match
+  ``compute_due_dates``.
+* Chinese, Japanese and Korean text is matched by characters: ``日本`` finds
+  ``日本語のテキスト`` (a run of CJK characters is a phrase of single characters).
 * Everything else is literal: ``foo(``, ``***``, ``a:b"c`` never raise; characters
   that are not letters or digits only separate words. A query with no word left
   (``***``, ``""``) matches nothing.
@@ -22,35 +31,54 @@ Query language (identical on both backends, never raises on odd input)
 There are no operators (AND/OR/NOT are ordinary words) and no field syntax.
 
 How text is tokenized (:func:`iter_tokens`): a *chunk* is a run of word
-characters joined by ``- . / : @ \\`` (``src/app.py``). Each chunk yields its
-*parts* (alphanumeric runs, further split at camelCase boundaries) at consecutive
-positions, plus the lower-cased whole chunk and each camelCase word as extra
-tokens at the position of their first part. So a phrase of parts matches an
-identifier inside a longer one, and a prefix of the whole (``src/ap*``) works.
+characters joined by ``- . / : @ \\`` (``src/app.py``); each CJK character is a
+chunk of its own. Each chunk yields its *parts* (alphanumeric runs, further
+split at camelCase boundaries) at consecutive positions, plus the lower-cased
+whole chunk and each camelCase word as extra tokens at the position of their
+first part. So a phrase of parts matches an identifier inside a longer one, and
+a prefix of the whole (``src/ap*``) works. A part made of Latin letters whose
+stem differs from it also yields :data:`STEM_MARK` + stem at its position
+(``retries`` -> ``retries``, ``~retri``): stems live in their own namespace, so
+they never make an exact token or an identifier match something it is not.
 Tokens are cut at :data:`MAX_TOKEN_CHARS` characters on both sides.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import regex
 
 MAX_TOKEN_CHARS = 64
 SNIPPET_CHARS = 200
+#: Prefix of stem tokens (never a word character, so no text token starts with it).
+STEM_MARK = "~"
 
 
 # ------------------------------------------------------------------------ analysis
 
 # A chunk: word characters joined by identifier punctuation (src/app.py, m-3f2a).
 _CHUNK = regex.compile(r"\w+(?:[-./:@\\]\w+)*")
+# The same, for text that may hold CJK: each CJK character is a chunk of its own,
+# since those scripts do not separate words with spaces.
+_CJK_SET = r"[\p{scx=Han}\p{scx=Hira}\p{scx=Kana}\p{scx=Hang}]"
+_NON_CJK_WORD = rf"[\w--{_CJK_SET}]"
+_CHUNK_CJK = regex.compile(rf"{_NON_CJK_WORD}+(?:[-./:@\\]{_NON_CJK_WORD}+)*|[\w&&{_CJK_SET}]", regex.V1)
 # Parts of a chunk: alphanumeric runs ("_" and joiners separate them).
 _PART = regex.compile(r"[^\W_]+")
 # camelCase boundaries: fooBar -> foo|Bar, HTTPServer -> HTTP|Server.
 _CAMEL = regex.compile(r"(?<=\p{Ll})(?=\p{Lu})|(?<=\p{Lu})(?=\p{Lu}\p{Ll})")
 _SPACES = regex.compile(r"\s+")
+_LATIN = regex.compile(r"\p{Latin}+")
+
+
+def _chunks(text: str) -> Iterator[Any]:
+    # ASCII text (the common case) cannot hold CJK: use the cheaper pattern.
+    return (_CHUNK if text.isascii() else _CHUNK_CJK).finditer(text)
 
 
 def _plain(word: str) -> bool:
@@ -62,20 +90,77 @@ def _subwords(part: str) -> list[str]:
     return [part] if _plain(part) else [s for s in _CAMEL.split(part) if s]
 
 
+# -- stemming
+
+_stemmers = threading.local()  # the stemmer objects are not thread-safe
+
+
+@functools.lru_cache(maxsize=1)
+def stemmer_name() -> str:
+    """Which stemmer implementation and version stems words (part of the index's identity).
+
+    An index records it; one built by another stemmer is rebuilt, since its stems
+    could differ from the query's.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    import snowballstemmer
+
+    package = "PyStemmer" if type(snowballstemmer.stemmer("english")).__module__ == "Stemmer" else "snowballstemmer"
+    try:
+        return f"snowball-english ({package} {version(package)})"
+    except PackageNotFoundError:
+        return f"snowball-english ({package})"
+
+
+def _stem_lower(word: str) -> str:
+    st = getattr(_stemmers, "english", None)
+    if st is None:
+        import snowballstemmer  # uses the C PyStemmer when it is installed
+
+        st = _stemmers.english = snowballstemmer.stemmer("english")
+    return str(st.stemWord(word))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def word_stem(word: str) -> str | None:
+    """The English stem of a lower-cased word, or None for a word that is not stemmed.
+
+    Only words of Latin letters are stemmed (English is the stemmer's language).
+    """
+    if not word.isalpha() or not (word.isascii() or _LATIN.fullmatch(word)):
+        return None
+    return _stem_lower(word)
+
+
+@functools.lru_cache(maxsize=1 << 17)  # one lookup per word on the indexing path
+def stem_token(word: str) -> str | None:
+    """The stem token a lower-cased text word yields, or None when it yields none.
+
+    A word that is its own stem yields none: the word itself is enough.
+    """
+    stem = word_stem(word)
+    return None if stem is None or stem == word else (STEM_MARK + stem)[:MAX_TOKEN_CHARS]
+
+
 def iter_tokens(text: str) -> Iterator[tuple[str, int, int, int]]:
     """Yield ``(token, position, start_char, end_char)`` for ``text``.
 
-    Parts advance the position; whole chunks and camelCase words are extra
-    tokens at the position of their first part (see the module docstring).
+    Parts advance the position; whole chunks, camelCase words and stems are
+    extra tokens at the position of their part (see the module docstring).
     Per token text, positions never decrease (Whoosh needs that).
     """
     pos = 0
     cut = MAX_TOKEN_CHARS
-    for m in _CHUNK.finditer(text):
+    for m in _chunks(text):
         chunk = m.group()
         start = m.start()
         if _plain(chunk):  # fast path: an ordinary word
-            yield chunk.lower()[:cut], pos, start, m.end()
+            low = chunk.lower()[:cut]
+            yield low, pos, start, m.end()
+            stem = stem_token(low)
+            if stem is not None:
+                yield stem, pos, start, m.end()
             pos += 1
             continue
         first = pos
@@ -87,7 +172,11 @@ def iter_tokens(text: str) -> Iterator[tuple[str, int, int, int]]:
             if len(subs) > 1:
                 yield part.lower()[:cut], pos, ps, ps + len(part)
             for sub in subs:
-                yield sub.lower()[:cut], pos, ps, ps + len(sub)
+                low = sub.lower()[:cut]
+                yield low, pos, ps, ps + len(sub)
+                stem = stem_token(low)
+                if stem is not None:
+                    yield stem, pos, ps, ps + len(sub)
                 ps += len(sub)
                 pos += 1
             single_part = len(part) == len(chunk)
@@ -141,17 +230,36 @@ class ParsedQuery:
     """A query in backend-neutral form: every clause must match."""
 
     clauses: tuple[QNode, ...]
-    terms: frozenset[str]  # exact tokens, for snippets
+    terms: frozenset[str]  # exact tokens (and stem tokens), for snippets
     prefixes: tuple[str, ...]  # prefixes, for snippets
+    hints: tuple[str, ...] = ()  # text a stemmed word's forms share, for the snippet pre-scan
 
 
 # A quoted phrase (closing quote optional) or a run of non-space, non-quote chars.
 _QUERY_PART = regex.compile(r'"([^"]*)"?|([^\s"]+)')
 
 
-def _word_clause(text: str, prefix: bool, quoted: bool, terms: set[str], prefixes: list[str]) -> QNode | None:
+def _stemmed_word(word: str, terms: set[str], hints: list[str]) -> QNode:
+    """A plain word: itself, or any word with the same stem (see the module docstring).
+
+    A text word that is its own stem has no stem token, so the bare stem is an
+    option too (``pin`` in the text, ``pinned`` in the query).
+    """
+    bare = word_stem(word)
+    if bare is None:
+        return QTerm(word)
+    stem = (STEM_MARK + bare)[:MAX_TOKEN_CHARS]
+    terms.update((bare, stem))
+    # Forms of a word nearly always share its stem but the last letter (happy/happi).
+    hints.append(bare[:-1] if len(bare) > 3 else bare)
+    return QAny(tuple(QTerm(t) for t in dict.fromkeys((word, bare, stem))))
+
+
+def _word_clause(
+    text: str, prefix: bool, quoted: bool, terms: set[str], prefixes: list[str], hints: list[str]
+) -> QNode | None:
     cut = MAX_TOKEN_CHARS
-    chunks = [m.group() for m in _CHUNK.finditer(text)]
+    chunks = [m.group() for m in _chunks(text)]
     subs = [s.lower()[:cut] for c in chunks for p in _PART.findall(c) for s in _subwords(p)]
     if not subs:
         return None
@@ -161,7 +269,11 @@ def _word_clause(text: str, prefix: bool, quoted: bool, terms: set[str], prefixe
     # The whole identifier as one token (only a bare single-chunk word has one).
     whole = chunks[0].lower()[:cut] if len(chunks) == 1 and not quoted else None
     if len(subs) == 1:
-        return QPrefix(subs[0]) if prefix else QTerm(subs[0])
+        if prefix:
+            return QPrefix(subs[0])
+        if whole == subs[0]:  # a plain word, not part of an identifier: stemmed
+            return _stemmed_word(whole, terms, hints)
+        return QTerm(subs[0])
     seq = tuple(subs)
     node: QNode = QPhrasePrefix(seq) if prefix else QPhrase(seq)
     if whole is None:
@@ -182,20 +294,22 @@ def parse_query(query: str) -> ParsedQuery:
     clauses: list[QNode] = []
     terms: set[str] = set()
     prefixes: list[str] = []
+    hints: list[str] = []
     for m in _QUERY_PART.finditer(query or ""):
         quoted = m.group(1) is not None
         raw = (m.group(1) if quoted else m.group(2)).strip()
         core = raw.rstrip("*")
-        node = _word_clause(core, core != raw, quoted, terms, prefixes)
+        node = _word_clause(core, core != raw, quoted, terms, prefixes, hints)
         if node is not None and node not in clauses:
             clauses.append(node)
-    return ParsedQuery(tuple(clauses), frozenset(terms), tuple(prefixes))
+    return ParsedQuery(tuple(clauses), frozenset(terms), tuple(prefixes), tuple(hints))
 
 
 @functools.lru_cache(maxsize=256)
 def _candidates(pq: ParsedQuery) -> regex.Pattern[str]:
     """Case-insensitive substrings where a match may start (a cheap pre-scan)."""
-    words = sorted(pq.terms | set(pq.prefixes), key=len, reverse=True)
+    plain = {t for t in pq.terms if not t.startswith(STEM_MARK)}
+    words = sorted(plain | set(pq.prefixes) | set(pq.hints), key=len, reverse=True)
     return regex.compile("|".join(regex.escape(w) for w in words) or "(?!)", regex.IGNORECASE | regex.FULLCASE)
 
 

@@ -16,18 +16,19 @@ Install it with ``pip install 'vaultlcm[tantivy]'``.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..errors import IndexError_
-from .base import Filters, IndexDoc
-from .buffered import BufferedIndex
+from .base import Filters, IndexDoc, MatchCount
+from .buffered import BufferedIndex, Row, match_count, tie_key
 from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, iter_tokens
 
 try:
     import tantivy
-    from tantivy import Occur, Query
+    from tantivy import Occur, Order, Query
 except ImportError as exc:  # an optional extra
     raise IndexError_(
         "the tantivy search backend needs the tantivy package: run `pip install 'vaultlcm[tantivy]'`, "
@@ -44,12 +45,14 @@ def build_schema() -> "tantivy.Schema":
     sb = tantivy.SchemaBuilder()
     # "raw": ids and names are exact keys (ids are deleted by term on upsert).
     sb.add_text_field("id", stored=True, tokenizer_name="raw")
-    sb.add_text_field("kind", stored=True, tokenizer_name="raw")
+    sb.add_text_field("kind", stored=True, tokenizer_name="raw", fast=True)  # fast: counted by kind
     sb.add_text_field("conversation", stored=True, tokenizer_name="raw")
     sb.add_text_field("role", stored=True, tokenizer_name="raw")
     sb.add_text_field("content_hash", stored=True, tokenizer_name="raw")
     sb.add_integer_field("depth", stored=True)
-    sb.add_float_field("at", stored=True, indexed=True, fast=True)  # range filters, tie-breaks
+    sb.add_float_field("at", stored=True, indexed=True, fast=True)  # range filters, sorts, per-day counts
+    sb.add_integer_field("seq", stored=True, fast=True)  # orders equal times
+    sb.add_integer_field("tie", fast=True)  # tie_key(id): the last tie-break
     # Always fed pre-tokenized text; "raw" only matters if something re-tokenizes.
     sb.add_text_field("text", stored=True, tokenizer_name="raw")
     return sb.build()
@@ -69,6 +72,8 @@ def _document(d: IndexDoc) -> "tantivy.Document":
     doc.add_text("content_hash", d.content_hash)
     doc.add_integer("depth", int(d.depth))
     doc.add_float("at", float(d.at))
+    doc.add_integer("seq", int(d.seq))
+    doc.add_integer("tie", tie_key(d.id))
     tokens = [tantivy.Token(t, p, s, e) for t, p, s, e in iter_tokens(d.text)]
     doc.add_pre_tokenized_text("text", tantivy.PreTokenizedString(d.text, tokens))
     return doc
@@ -162,11 +167,13 @@ class TantivyIndex(BufferedIndex):
         out = []
         for addr in refs:
             doc = self._searcher.doc(addr)
-            out.append({k: doc.get_first(k) or "" for k in ("id", "kind", "conversation", "text")})
+            fields = {k: doc.get_first(k) or "" for k in ("id", "kind", "conversation", "text", "role")}
+            depth = doc.get_first("depth")
+            fields["depth"] = -1 if depth is None else depth
+            out.append(fields)
         return out
 
-    def _n_search(self, pq: ParsedQuery, filters: Filters, n: int) -> list[tuple[float, float, Any]]:
-        s = self._searcher
+    def _query(self, pq: ParsedQuery, filters: Filters) -> Any:
         clauses = [(Occur.Must, self._compile(c)) for c in pq.clauses]
         filt: list[Any] = []
         if filters.kind is not None:
@@ -181,12 +188,40 @@ class TantivyIndex(BufferedIndex):
             filt.append((Occur.Must, rng))
         if filt:  # filters must not change scores
             clauses.append((Occur.Must, Query.const_score_query(Query.boolean_query(filt), 0.0)))
-        q = clauses[0][1] if len(clauses) == 1 else Query.boolean_query(clauses)
-        hits = s.search(q, limit=n, count=False).hits
+        return clauses[0][1] if len(clauses) == 1 else Query.boolean_query(clauses)
+
+    def _n_search(self, pq: ParsedQuery, filters: Filters, n: int, sort: str) -> list[Row]:
+        s = self._searcher
+        q = self._query(pq, filters)
+        if sort == "relevance":
+            hits = s.search(q, limit=n, count=False).hits
+        else:
+            order = Order.Desc if sort == "newest" else Order.Asc
+            hits = s.search(q, limit=n, count=False, order_by_field="at", order=order).hits
         if not hits:
             return []
-        ats = s.fast_field_values("at", [a for _, a in hits])
-        return [(score, at or 0.0, addr) for (score, addr), at in zip(hits, ats)]
+        addrs = [a for _, a in hits]
+        ats = s.fast_field_values("at", addrs)
+        seqs = s.fast_field_values("seq", addrs)
+        ties = s.fast_field_values("tie", addrs)
+        scored = sort == "relevance"
+        return [(key if scored else 0.0, at or 0.0, seq or 0, tie or 0, addr)
+                for (key, addr), at, seq, tie in zip(hits, ats, seqs, ties)]
+
+    def _n_tally(self, pq: ParsedQuery, filters: Filters, per_day: bool) -> MatchCount:
+        agg: dict[str, Any] = {"terms": {"field": "kind", "size": 16}}
+        if per_day:
+            agg["aggs"] = {"days": {"histogram": {"field": "at", "interval": 86400.0, "min_doc_count": 1}}}
+        result = self._searcher.aggregate(self._query(pq, filters), {"kinds": agg})
+        by_kind: Counter[str] = Counter()
+        by_day: Counter[tuple[int, str]] = Counter()
+        for bucket in result["kinds"]["buckets"]:
+            kind = str(bucket["key"])
+            by_kind[kind] += int(bucket["doc_count"])
+            for day in bucket.get("days", {}).get("buckets", []):
+                if day["doc_count"]:
+                    by_day[(int(day["key"] // 86400), kind)] += int(day["doc_count"])
+        return match_count(by_kind, by_day)
 
     def _compile(self, node: QNode) -> Any:
         schema = self._schema

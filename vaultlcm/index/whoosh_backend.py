@@ -19,26 +19,31 @@ from __future__ import annotations
 
 import bisect
 import gc
+import heapq
 import os
 import pickle
+import secrets
 import shutil
 import subprocess
 import sys
 import time
 import uuid
 import warnings
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from whoosh import columns, fields, index, query
 from whoosh.analysis import Token, Tokenizer
+from whoosh.codec.whoosh3 import W3Codec, W3Segment
+from whoosh.collectors import TopCollector
 from whoosh.filedb.filestore import FileStorage
 from whoosh.matching.wrappers import RequireMatcher
 
 from ..errors import IndexError_
-from .base import Filters, IndexDoc
-from .buffered import BufferedIndex
+from .base import Filters, IndexDoc, MatchCount
+from .buffered import BufferedIndex, Row, match_count, tie_key
 from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, iter_tokens
 
 #: Expand a prefix into at most this many scored terms; beyond it, match them all
@@ -90,6 +95,20 @@ class VaultTokenizer(Tokenizer):
             yield t
 
 
+class SecureIdCodec(W3Codec):
+    """Whoosh's codec, naming new segments from the OS's randomness.
+
+    Whoosh draws segment names from the global ``random`` module, so a program
+    that seeds it (reproducible agents, test frameworks such as hypothesis) gets
+    the same names again, and a new segment then collides with an existing one
+    (its files are overwritten, or the commit fails on an assertion). Picklable:
+    the table of contents stores each segment's codec.
+    """
+
+    def new_segment(self, storage: Any, indexname: str) -> Any:
+        return W3Segment(self, indexname, segid=secrets.token_hex(8))
+
+
 class _RequireMatcher(RequireMatcher):
     """``RequireMatcher`` without the whoosh 2.7.5 bug: after skipping to a better
     block it may already sit on a match, which ``_find_next`` asserts it doesn't."""
@@ -112,7 +131,7 @@ class _Require(query.Require):
 def build_schema() -> fields.Schema:
     return fields.Schema(
         id=fields.ID(stored=True, unique=True, sortable=True),
-        kind=fields.ID(stored=True),
+        kind=fields.ID(stored=True, sortable=True),  # sortable: a column, read per match when counting
         conversation=fields.ID(stored=True),
         role=fields.STORED(),
         depth=fields.STORED(),
@@ -121,6 +140,8 @@ def build_schema() -> fields.Schema:
         # A column, read per candidate for time filters and tie-breaks: an indexed
         # NUMERIC range expands into hundreds of terms and cost ~25 ms per query.
         at=fields.COLUMN(columns.NumericColumn("d", default=0.0)),
+        seq=fields.COLUMN(columns.NumericColumn("q", default=0)),  # orders equal times
+        tie=fields.COLUMN(columns.NumericColumn("q", default=0)),  # tie_key(id): the last tie-break
         text=fields.TEXT(analyzer=VaultTokenizer(), phrase=True, stored=True),
     )
 
@@ -128,7 +149,8 @@ def build_schema() -> fields.Schema:
 def _fields(d: IndexDoc) -> dict[str, Any]:
     return dict(
         id=d.id, kind=d.kind, conversation=d.conversation, role=d.role, depth=d.depth,
-        content_hash=d.content_hash.encode("utf-8"), at=float(d.at), text=d.text,
+        content_hash=d.content_hash.encode("utf-8"), at=float(d.at), seq=int(d.seq),
+        tie=tie_key(d.id), text=d.text,
     )
 
 
@@ -143,7 +165,7 @@ class WhooshIndex(BufferedIndex):
     def __init__(self, path: Path | str, **kwargs: Any) -> None:
         self._ix: Any = None
         self._searcher: Any = None
-        self._at_col: Any = None
+        self._cols: dict[str, Any] = {}
         self._merge: dict[str, Any] | None = None  # the running merge job
         self._merge_backoff = 0.0
         super().__init__(path, **kwargs)
@@ -178,7 +200,7 @@ class WhooshIndex(BufferedIndex):
 
     def _open_searcher(self) -> None:
         self._searcher = self._ix.searcher()
-        self._at_col = None
+        self._cols = {}
 
     def _n_refresh(self) -> None:
         old = self._searcher
@@ -187,7 +209,7 @@ class WhooshIndex(BufferedIndex):
         # Not Searcher.refresh(): in whoosh-reloaded 2.7.5 it keeps the old segment
         # objects next to the new ones (deleted docs come back, merged docs double)
         # and it crashes on an empty index.
-        self._searcher, self._at_col = self._ix.searcher(), None
+        self._searcher, self._cols = self._ix.searcher(), {}
         old.close()
 
     def _n_close(self) -> None:
@@ -201,7 +223,7 @@ class WhooshIndex(BufferedIndex):
     def _writer(self) -> Any:
         # Our file lock makes us the only writer, but a merge swap or a crashed
         # predecessor's lock may still be settling: wait a little, never forever.
-        return self._ix.writer(timeout=5.0, delay=0.05)
+        return self._ix.writer(timeout=5.0, delay=0.05, codec=SecureIdCodec())
 
     def _n_apply(self, upserts: list[IndexDoc], deletes: list[str]) -> None:
         w = self._writer()
@@ -210,15 +232,18 @@ class WhooshIndex(BufferedIndex):
                 w.delete_by_term("id", doc_id)
             for d in upserts:
                 w.update_document(**_fields(d))
+            w.commit(merge=False)
         except BaseException:
-            w.cancel()
+            if not w.is_closed:  # a failed commit must not keep whoosh's write lock
+                w.cancel()
             raise
-        w.commit(merge=False)
 
     def _n_rebuild(self, docs: Iterator[IndexDoc]) -> None:
         self._abort_merge()
         procs = self.rebuild_procs
-        w = self._ix.writer(procs=procs, multisegment=True, limitmb=128) if procs > 1 else self._ix.writer(limitmb=256)
+        codec = SecureIdCodec()
+        w = (self._ix.writer(procs=procs, multisegment=True, limitmb=128, codec=codec) if procs > 1
+             else self._ix.writer(limitmb=256, codec=codec))
         n = 0
         try:
             for d in docs:
@@ -247,9 +272,19 @@ class WhooshIndex(BufferedIndex):
         return {ids[n]: hashes[n].decode("utf-8") for n in reader.all_doc_ids()}
 
     def _n_load(self, refs: list[Any]) -> list[dict[str, Any]]:
-        return [self._searcher.stored_fields(n) for n in refs]
+        return [self._searcher.stored_fields(n) for n in refs]  # id, kind, conversation, role, depth, text
 
-    def _n_search(self, pq: ParsedQuery, filters: Filters, n: int) -> list[tuple[float, float, Any]]:
+    def _column(self, name: str) -> Any:
+        """A column reader of the current searcher (a mapping docnum -> value), cached."""
+        col = self._cols.get(name)
+        if col is None:
+            reader = self._searcher.reader()
+            if not reader.has_column(name):  # an empty index
+                return _Constant({"at": 0.0, "seq": 0, "tie": 0}.get(name, ""))
+            col = self._cols[name] = reader.column_reader(name)
+        return col
+
+    def _query(self, pq: ParsedQuery, filters: Filters) -> Any:
         reader = self._searcher.reader()
         q: Any = query.And([self._compile(c, reader) for c in pq.clauses])
         filt: list[Any] = []
@@ -261,23 +296,59 @@ class WhooshIndex(BufferedIndex):
             # Require: intersected by skipping and scored by the text query only;
             # search(filter=...) would first build the set of every matching doc.
             q = _Require(q, query.And(filt) if len(filt) > 1 else filt[0])
-        if self._at_col is None:
-            self._at_col = reader.column_reader("at") if reader.has_column("at") else None
-        col = self._at_col
+        return q
+
+    def _matches(self, q: Any, filters: Filters) -> Iterator[tuple[int, float]]:
+        """``(docnum, at)`` of every match inside the time window (no scoring)."""
+        at = self._column("at")
         since, before = filters.since, filters.before
-        if (since is None and before is None) or col is None:
-            results = self._searcher.search(q, limit=n)
-            return [(score, col[docnum] if col is not None else 0.0, docnum) for docnum, score in results.items()]
+        for docnum in self._searcher.docs_for_query(q):
+            t = at[docnum]
+            if (since is None or t >= since) and (before is None or t < before):
+                yield docnum, t
+
+    def _n_search(self, pq: ParsedQuery, filters: Filters, n: int, sort: str) -> list[Row]:
+        q = self._query(pq, filters)
+        at, seq, tie = self._column("at"), self._column("seq"), self._column("tie")
+        timed = filters.since is not None or filters.before is not None
+        if sort != "relevance":
+            newest = sort == "newest"
+            if not timed:
+                results = self._searcher.search(q, limit=n, sortedby="at", reverse=newest)
+                return [(0.0, at[d], seq[d], tie[d], d) for d in results.docs()]
+            # The time window is a column, not an index: pick the best n by hand.
+            pick = heapq.nlargest if newest else heapq.nsmallest
+            return [(0.0, t, seq[d], tie[d], d) for d, t in pick(n, self._matches(q, filters), key=lambda m: m[1])]
+        if not timed:
+            # No matcher "replacement": whoosh 2.7.5 swaps a union whose parts each look too
+            # weak for an intersection, on quality bounds that are wrong across segments, and
+            # so drops better documents of later segments (a word OR its stem, for one).
+            collector = TopCollector(limit=n, usequality=True, replace=0)
+            self._searcher.search_with_collector(q, collector)
+            return [(score, at[d], seq[d], tie[d], d) for d, score in collector.results().items()]
         # Time filter: score every text match (whoosh's early termination barely
         # helps anyway), keep the best n inside the window.
-        out: list[tuple[float, float, Any]] = []
-        for docnum, score in self._searcher.search(q, limit=None).items():
-            at = col[docnum]
-            if (since is None or at >= since) and (before is None or at < before):
-                out.append((score, at, docnum))
+        out: list[Row] = []
+        since, before = filters.since, filters.before
+        for d, score in self._searcher.search(q, limit=None).items():
+            t = at[d]
+            if (since is None or t >= since) and (before is None or t < before):
+                out.append((score, t, seq[d], tie[d], d))
                 if len(out) >= n:
                     break
         return out
+
+    def _n_tally(self, pq: ParsedQuery, filters: Filters, per_day: bool) -> MatchCount:
+        kinds = self._column("kind")
+        by_kind: Counter[str] = Counter()
+        by_day: Counter[tuple[int, str]] = Counter()
+        for d, t in self._matches(self._query(pq, filters), filters):
+            k = kinds[d]
+            k = k.decode("utf-8") if isinstance(k, bytes) else k
+            by_kind[k] += 1
+            if per_day:
+                by_day[(int(t // 86400), k)] += 1
+        return match_count(by_kind, by_day)
 
     def _compile(self, node: QNode, reader: Any) -> Any:
         if isinstance(node, QTerm):
@@ -397,6 +468,16 @@ class WhooshIndex(BufferedIndex):
         self._abort_merge()  # removes the job directory; the next search refreshes
 
 
+class _Constant:
+    """A stand-in column of an empty index: every document has the default value."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __getitem__(self, docnum: int) -> Any:
+        return self.value
+
+
 def plan_merge(segments: list[Any], threshold: int, factor: int) -> list[Any] | None:
     """Pick the segments to merge, or None when there are few enough.
 
@@ -429,7 +510,7 @@ def merge_main(job_dir: str) -> None:
     src = FileStorage(spec["index"])
     (job / "out").mkdir()
     scratch = index.create_in(str(job / "out"), schema)
-    w = SegmentWriter(scratch, _lk=False)
+    w = SegmentWriter(scratch, _lk=False, codec=SecureIdCodec())
     for seg in spec["segments"]:
         reader = SegmentReader(src, schema, seg)
         w.add_reader(reader)
