@@ -1,15 +1,21 @@
 """The summary DAG and the active context, derived from the notes on disk.
 
-The catalog mirrors every summary note (checked against the files by size and
-mtime) and keeps the relations that are *derived*, never stored in notes:
+The catalog mirrors every summary note of a conversation's folder, wherever a
+person filed it and whatever its name (checked against the files by size and
+mtime), and keeps the relations that are *derived*, never stored in notes:
 
+* each source link, resolved as Obsidian resolves it (:mod:`vaultlcm.links`),
+  with its state: covered, a gap a deleted note left, or waiting for a person;
 * ``coverage``: which leaf covers each message (messages.covered mirrors it so
   the uncovered messages come from a partial index, at a cost that follows the
   active context, not the history);
 * ``parent``: which node condensed a summary;
 * ``stale``: a node whose sources changed since it was written (a person
-  corrected a summary below it, or a raw log was edited);
+  corrected a summary below it, deleted one, or edited a raw log);
 * human-owned: the body no longer hashes to ``body_sha256``.
+
+The rules that settle them are :func:`vaultlcm.relations.derive`; writing notes
+links them the way Obsidian would (:meth:`Dag.write_summary`).
 
 The active context is the summaries no other summary condenses plus the
 messages no summary covers, in conversation order.
@@ -421,6 +427,9 @@ class Dag:
         """
         path = self.layout.summary_path(conv, fm.id)
         existing = self.get(fm.id)
+        if existing is not None and not (self.layout.root / existing.path).exists():
+            self.sync(conv, full=True)  # renamed or moved since the last sync: write it where it is now
+            existing = self.get(fm.id)
         if existing is not None and existing.human_owned and not force:
             raise ValidationProblem(f"{existing.path}: summary {fm.id} is human-owned; refusing to overwrite it")
         on_disk = self.layout.root / existing.path if existing is not None else path

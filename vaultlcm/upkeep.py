@@ -36,8 +36,13 @@ _UNSAFE_IN_LINK = re.compile(r'["\\\[\]|#^\n]')
 
 
 def tidy(dag: "Dag", conv: str) -> list[str]:
-    """Prune set-aside notes nobody wrote and relink outdated links of ``conv``; returns what was done."""
-    dag.sync(conv, full=True)
+    """Prune set-aside notes nobody wrote and relink outdated links of ``conv``; returns what was done.
+
+    A quick sync is enough: what sets a note aside or outdates a link (a merge, a
+    move) adds, removes or renames files; a note edited in place since it was read
+    is never removed (its size and mtime are checked first).
+    """
+    dag.sync(conv)
     done = _prune(dag, conv) + _relink(dag, conv)
     if done:
         dag.sync(conv, full=True)
