@@ -198,5 +198,15 @@ def test_agent_uses_newer_recall_options_when_the_api_has_them(tmp_path: Path, t
     assert all((c["query"] is not None) == str(c["expand"]).startswith("sum_") for c in expands)
     counting = next(t for t in traces if t.qa.kind == "counting")
     assert counting.found == (counting.total == int(counting.qa.answers[0]) or scoring.present(counting.qa, "\n".join(counting.items)))
-    with Vault(built.root, environ={}) as plain:
-        assert RecallAgent(plain).features == {"grep_offset": False, "expand_around": False, "expand_query": False}
+    class OlderVault(Vault):  # the API before paging and expand-around existed
+        def grep(self, pattern: str, *, limit: int = 20, **kw):  # type: ignore[override]
+            return super().grep(pattern, limit=limit, **kw)
+
+        def expand(self, item_id: str, *, max_tokens=None, depth=None):  # type: ignore[override]
+            return super().expand(item_id, max_tokens=max_tokens, depth=depth)
+
+    with OlderVault(built.root, environ={}) as older:
+        assert RecallAgent(older).features == {"grep_offset": False, "expand_around": False, "expand_query": False}
+        assert RecallAgent(older).ask(tiny.qas[0]).items is not None  # degrades, never fails
+    with Vault(built.root, environ={}) as current:
+        assert RecallAgent(current).features == {"grep_offset": True, "expand_around": True, "expand_query": True}

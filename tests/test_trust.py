@@ -371,3 +371,54 @@ def test_an_unexpected_failure_is_one_line_unless_debug(vault: Path, monkeypatch
     assert code == 1 and err.startswith("Error: internal error: RuntimeError") and err.count("\n") == 1
     result = CliRunner().invoke(cli, ["--vault", str(vault), "--debug", "status"])
     assert isinstance(result.exception, RuntimeError)  # --debug lets the traceback through
+
+
+REINDEXER = textwrap.dedent("""
+    import sys
+    from vaultlcm import Vault
+    with Vault(sys.argv[1]) as v:
+        print("start", flush=True)
+        v.reindex()
+""")
+
+
+def _children_of(pid: int) -> set[int]:
+    out: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(entry.name))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")
+def test_a_killed_reindex_leaves_no_process_and_the_next_grep_works(vault: Path) -> None:
+    with Vault(vault) as v:
+        for day in range(1, 16):
+            v.ingest("c", [{"role": "user", "timestamp": f"2026-11-{day:02d}T10:{i // 60:02d}:{i % 60:02d}Z",
+                            "content": f"message {i} on day {day} about routing deploys " * 4} for i in range(400)])
+    for _ in range(3):
+        proc = subprocess.Popen([sys.executable, "-c", REINDEXER, str(vault)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "start"
+        deadline = time.monotonic() + 30
+        children: set[int] = set()
+        while time.monotonic() < deadline and proc.poll() is None:
+            children |= _children_of(proc.pid)  # the writer's worker processes, once they exist
+            if children:
+                break
+            time.sleep(0.02)
+        time.sleep(0.3)
+        proc.kill()
+        proc.wait()
+        end = time.monotonic() + 10
+        while time.monotonic() < end and any(Path(f"/proc/{c}").exists() for c in children):
+            time.sleep(0.05)
+        alive = [c for c in children if Path(f"/proc/{c}").exists()
+                 and "Z" not in (Path(f"/proc/{c}/stat").read_text().rsplit(")", 1)[1].split()[0])]
+        assert not alive, f"reindex children outlived their parent: {alive}"
+    with Vault(vault) as v:
+        assert v.grep("routing")["hits"]

@@ -15,6 +15,8 @@ totals alone, by kind and by day.
 
 from __future__ import annotations
 
+import bisect
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import regex
 
 from .errors import UsageError
+from .fsutil import read_file
 from .index.base import SORTS
 from .index.buffered import day_of
 from .recall import ContextView, Placer, iso_time, scope_kind
@@ -32,6 +35,28 @@ if TYPE_CHECKING:
 
 SNIPPET_CHARS = 200
 _READ_BATCH = 256  # messages read per step of a regex scan
+# Where each entry starts (its metadata line names it), and what in a metadata line says the entry's
+# text is not in the callout as plain lines (escaped, in a payload file, terminal codes taken out).
+_ENTRY_PREFIX = '<!-- lcm:{"id":"'
+#: What in a pattern can match a line break or a line boundary (the scan then strips callout prefixes).
+_LINE_TOKENS = ("^", "$", "\\n", "\\s", "[^", "\\W", "\\D", "\\S", "\\Z", "\\A", "\\r", "(?s", "(?m", "\\R",
+                "\\v", "\\h", "\\p", "\\P", "\\X", "[[:")
+_SPECIAL = re.compile(r'"(?:esc|file|crlf|h)",\d|"ansi":|"xf":')
+
+
+def _entry_starts(view: str) -> list[int]:
+    starts = [0] if view.startswith(_ENTRY_PREFIX) else []
+    needle = "\n" + _ENTRY_PREFIX
+    pos = view.find(needle)
+    while pos >= 0:
+        starts.append(pos + 1)
+        pos = view.find(needle, pos + 1)
+    return starts
+
+
+def _entry_id(view: str, start: int) -> str:
+    begin = start + len(_ENTRY_PREFIX)
+    return view[begin : view.index('"', begin)]
 
 
 @dataclass
@@ -99,18 +124,23 @@ class GrepResult:
     partial: bool = False
     counts: Counts | None = None
     by_kind: dict[str, int] = field(default_factory=dict)  # the total split: {"messages": n, "summaries": m}
+    #: False when a regex scan stopped once the page was full: ``total`` is then a lower bound.
+    total_exact: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         end = self.offset + len(self.hits)
+        more = end < self.total or (not self.total_exact and len(self.hits) == self.limit)
         out: dict[str, Any] = {
             "hits": [h.to_dict() for h in self.hits],
             "total": self.total,
             "offset": self.offset,
             "limit": self.limit,
             "sort": self.sort,
-            "next_offset": end if end < self.total else None,
+            "next_offset": end if more else None,
             "by_kind": self.by_kind,
         }
+        if not self.total_exact:
+            out["total_exact"] = False
         if self.partial:
             out["partial"] = True
         return out
@@ -212,9 +242,14 @@ class _RegexScan:
     """
 
     def __init__(self, vault: "Vault", rx: regex.Pattern[str], convs: list[str], kind: str | None,
-                 since: float | None, before: float | None, deadline: float) -> None:
+                 since: float | None, before: float | None, deadline: float, *, need: int | None = None,
+                 oldest_first: bool = False) -> None:
         self.vault, self.rx, self.convs, self.kind = vault, rx, convs, kind
         self.since, self.before, self.deadline = since, before, deadline
+        self.need, self.oldest_first = need, oldest_first
+        self.stopped_early = False
+        source = rx.pattern
+        self.line_aware = any(tok in source for tok in _LINE_TOKENS)
         self.hits: list[Hit] = []
         self.error: BaseException | None = None
         self._lock = threading.Lock()
@@ -266,36 +301,103 @@ class _RegexScan:
     def _summaries(self, conv: str) -> None:
         from .indexing import _ts
 
-        for s in sorted(self.vault.dag.all(conv), key=lambda r: r.latest_at, reverse=True):
+        found_here = 0
+        for s in sorted(self.vault.dag.all(conv), key=lambda r: r.latest_at, reverse=not self.oldest_first):
             if s.parent == "!invalid":
                 continue
             at = _ts(s.latest_at)
             if _in_window(at, self.since, self.before) and (m := self._search(s.body)):
                 self._add(Hit(s.id, "summary", conv, snip(s.body, m.start(), m.end()), at, 0.0,
                               depth=s.depth, seq=s.last_seq or 0))
+                found_here += 1
+                if self.need is not None and found_here >= self.need:
+                    self.stopped_early = True  # the rest are older (newer, oldest first): not on this page
+                    return
 
     def _messages(self, conv: str) -> None:
+        """Scan whole log files (newest day first), verifying only the entries where the pattern fell.
+
+        Per file: one decode, the metadata lines swapped for a marker, the callout
+        prefixes taken off, and one pass of the pattern over what is left (C speed,
+        like ripgrep would do); each match is mapped to its entry and confirmed on the
+        decoded message. Entries whose text is not written as plain lines (escaped,
+        in a payload file, with terminal codes taken out) are always decoded and
+        checked, so nothing is missed. The scan stops once it has ``need`` hits: the
+        files not read hold only older messages.
+        """
         from .indexing import _ts
 
         catalog = self.vault.catalog
-        below = None  # newest first, a batch at a time
-        while True:
+        found_here = 0
+        paths = [str(p) for (p,) in catalog.execute(
+            "SELECT path FROM logs WHERE conv=? ORDER BY path " + ("ASC" if self.oldest_first else "DESC"), (conv,))]
+        for rel in paths:
             if self._stop.is_set():
                 raise _Stop
-            sql = "SELECT id FROM messages WHERE conv=?" + (" AND seq<?" if below is not None else "")
-            params = (conv,) if below is None else (conv, below)
-            batch = [r[0] for r in catalog.execute(sql + f" ORDER BY seq DESC LIMIT {_READ_BATCH}", params)]
-            by_id = catalog.rows_by_ids(batch)
-            rows = [by_id[i] for i in batch if i in by_id]
-            if not rows:
-                return
-            below = min(r.seq for r in rows)
-            rows = [r for r in rows if _in_window(_ts(r.at), self.since, self.before)]
-            for row, msg in self.vault.log.read_rows(rows):
-                text = msg.searchable_text()
-                if m := self._search(text):
-                    self._add(Hit(row.id, "message", conv, snip(text, m.start(), m.end()), _ts(row.at), 0.0,
-                                  role=row.role, seq=row.seq))
+            day = rel.rsplit("/", 1)[-1][:10]
+            if not _day_in_window(day, self.since, self.before):
+                continue
+            try:
+                data = read_file(self.vault.layout.inside(self.vault.layout.root / rel))
+            except OSError:
+                continue
+            candidates = self._file_candidates(data.decode("utf-8", errors="replace"))
+            rows = [r for r in catalog.rows_by_ids(sorted(candidates)).values()
+                    if r.conv == conv and _in_window(_ts(r.at), self.since, self.before)]
+            rows.sort(key=lambda r: (r.at, r.seq), reverse=not self.oldest_first)
+            step = _READ_BATCH if self.need is None else max(8, min(_READ_BATCH, self.need))
+            for i in range(0, len(rows), step):
+                for row, msg in self._readable(rows[i : i + step]):
+                    text = msg.searchable_text()
+                    if m := self._search(text):
+                        self._add(Hit(row.id, "message", conv, snip(text, m.start(), m.end()), _ts(row.at), 0.0,
+                                      role=row.role, seq=row.seq))
+                        found_here += 1
+                if self.need is not None and found_here >= self.need:
+                    # Every later row and file holds older messages (newer, scanning oldest first).
+                    self.stopped_early = rel != paths[-1] or i + step < len(rows)
+                    return
+
+    def _file_candidates(self, text: str) -> set[str]:
+        """Ids of the entries of one log where the pattern matches, plus those that must be decoded to tell."""
+        # A pattern that can see a line break or a line start must not see the callout's "> "
+        # prefixes; any other pattern matches the same text with them or without.
+        view = text.replace("\n> ", "\n").replace("\n>\n", "\n\n") if self.line_aware else text
+        starts = _entry_starts(view)
+        found: set[str] = set()
+        for m in _SPECIAL.finditer(view):
+            k = bisect.bisect_right(starts, m.start()) - 1
+            if k >= 0:
+                found.add(_entry_id(view, starts[k]))
+        left = self.deadline - time.monotonic()
+        if left <= 0 or self._stop.is_set():
+            raise _Stop
+        last = -1
+        try:
+            for m in self.rx.finditer(view, timeout=left, concurrent=True):
+                k = bisect.bisect_right(starts, m.start()) - 1
+                if k >= 0 and k != last:
+                    last = k
+                    found.add(_entry_id(view, starts[k]))
+                if self._stop.is_set():
+                    raise _Stop
+        except TimeoutError:
+            raise _Stop from None
+        return found
+
+    def _readable(self, rows: list[Any]) -> list[tuple[Any, Any]]:
+        from .errors import VaultLCMError
+
+        try:
+            return self.vault.log.read_rows(rows)
+        except VaultLCMError:  # a damaged entry is skipped (doctor names it), the rest is searched
+            out = []
+            for row in rows:
+                try:
+                    out.extend(self.vault.log.read_rows([row]))
+                except VaultLCMError:
+                    pass
+            return out
 
 
 def _regex_grep(
@@ -307,7 +409,11 @@ def _regex_grep(
     names = convs or vault.conversations()
     for conv in names:
         vault.sync(conv)
-    hits, complete = _RegexScan(vault, rx, names, kind, since, before, deadline).run()
+    # Without counting, the scan may stop once the page is full: later files only hold
+    # older messages (with several conversations, every one is scanned that far).
+    need = None if count else offset + limit
+    scan = _RegexScan(vault, rx, names, kind, since, before, deadline, need=need, oldest_first=sort == "oldest")
+    hits, complete = scan.run()
     partial = not complete
     # Newest first is the scan's order and the default; "relevance" has no meaning for a regex.
     hits.sort(key=lambda h: (h.at, h.seq, h.id), reverse=sort != "oldest")
@@ -322,11 +428,23 @@ def _regex_grep(
     page = hits[offset : offset + limit]
     _place(vault, page, view)
     by_kind = {k: sum(1 for h in hits if h.kind == k) for k in ("message", "summary")}
-    return GrepResult(page, len(hits), offset, limit, sort, partial=partial, by_kind=_plural(by_kind))
+    return GrepResult(page, len(hits), offset, limit, sort, partial=partial, by_kind=_plural(by_kind),
+                      total_exact=not scan.stopped_early)
 
 
 def _in_window(at: float, since: float | None, before: float | None) -> bool:
     return (since is None or at >= since) and (before is None or at < before)
+
+
+def _day_in_window(day: str, since: float | None, before: float | None) -> bool:
+    """Whether a UTC day (a log's name) can hold messages between ``since`` and ``before``."""
+    from datetime import UTC, datetime
+
+    try:
+        start = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return True
+    return (since is None or start + 86_400 > since) and (before is None or start < before)
 
 
 def snip(text: str, start: int, end: int, width: int = SNIPPET_CHARS) -> str:

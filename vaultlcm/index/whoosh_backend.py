@@ -41,6 +41,7 @@ from whoosh.collectors import TopCollector
 from whoosh.filedb.filestore import FileStorage
 from whoosh.matching.wrappers import RequireMatcher
 
+from ..procs import bind_forked_children, die_with_parent
 from ..errors import IndexError_
 from .base import Filters, IndexDoc, MatchCount
 from .buffered import BufferedIndex, Row, match_count, tie_key
@@ -241,6 +242,8 @@ class WhooshIndex(BufferedIndex):
     def _n_rebuild(self, docs: Iterator[IndexDoc]) -> None:
         self._abort_merge()
         procs = self.rebuild_procs
+        if procs > 1:
+            bind_forked_children()  # the writer's worker processes die with this one
         codec = SecureIdCodec()
         w = (self._ix.writer(procs=procs, multisegment=True, limitmb=128, codec=codec) if procs > 1
              else self._ix.writer(limitmb=256, codec=codec))
@@ -408,10 +411,12 @@ class WhooshIndex(BufferedIndex):
         root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         code = "import sys; from vaultlcm.index.whoosh_backend import merge_main; merge_main(sys.argv[1])"
+        parent = os.getpid()
         with open(job / "stderr.txt", "wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-c", code, str(job)],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+                preexec_fn=lambda: die_with_parent(parent),  # never outlives a killed parent
             )
         self._merge = {"proc": proc, "dir": job, "snapshot": snapshot}
 
