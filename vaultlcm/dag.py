@@ -23,6 +23,7 @@ messages no summary covers, in conversation order.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -102,14 +103,7 @@ class SummaryRow:
     @property
     def links(self) -> list[SourceLink]:
         """Each source link as written, with what it resolved to (see :class:`SourceLink`)."""
-        out = []
-        for item in json.loads(self.sources_json):
-            if isinstance(item, str):  # written by an older version: ids only
-                out.append(SourceLink(None, item, True, COUNTS))
-            else:
-                link, sid, ok, state = item
-                out.append(SourceLink(link, sid, bool(ok), int(state)))
-        return out
+        return [SourceLink(link, sid, bool(ok), int(state)) for link, sid, ok, state in json.loads(self.sources_json)]
 
     @property
     def sources(self) -> list[str]:
@@ -229,6 +223,13 @@ _NOT_NOTES = ("logs", "files")
 _ID_LINE = re.compile(r"^id:[ \t]*[\"']?sum_[0-9a-f]{16}[\"']?[ \t]*$", re.MULTILINE)
 
 
+def _listing(folder: Path, home: str) -> str:
+    """What a conversation folder holds besides its home note: compared instead of its mtime, which every
+    rewrite of the home note changes (so a sync after a compaction stays quick)."""
+    names = sorted(n for n in os.listdir(folder) if n != home and not n.startswith("."))
+    return "ls:" + hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
+
+
 def _looks_like_summary(text: str) -> bool:
     end = text.find("\n---", 3)
     return text.startswith("---") and end > 0 and bool(_ID_LINE.search(text[: end + 1]))
@@ -243,21 +244,10 @@ class Dag:
         self._files: VaultFiles | None = None
         #: Vault-relative paths of the notes this process wrote or removed, in order (what an auto-commit takes).
         self.journal: list[str] = []
-        self._forget_bare_ids()
-
-    def _forget_bare_ids(self) -> None:
-        """A catalog written before links were resolved holds bare ids: let every note be read again."""
-        if not self.catalog.execute("SELECT 1 FROM summaries WHERE sources NOT LIKE '[[%' AND sources <> '[]' LIMIT 1"):
-            return
-        with self.catalog.transaction() as db:
-            for table in ("summaries", "note_files", "coverage"):
-                db.execute(f"DELETE FROM {table}")
-            db.execute("UPDATE messages SET covered=NULL WHERE covered IS NOT NULL")
-            db.execute("DELETE FROM meta WHERE key LIKE 'notes_dir%'")
 
     # -- reading the notes -------------------------------------------------------
 
-    def _scan(self, conv: str) -> tuple[dict[str, Path], list[tuple[str, str]], dict[str, int]]:
+    def _scan(self, conv: str) -> tuple[dict[str, Path], list[tuple[str, str]], dict[str, int | str]]:
         """Note files of a conversation's folder (summaries/ and anywhere else a person filed one).
 
         Returns the notes, the entries refused (symlinks, special files) and the
@@ -267,7 +257,7 @@ class Dag:
         root = self.layout.conversation_dir(conv)
         notes: dict[str, Path] = {}
         refused: list[tuple[str, str]] = []
-        folders: dict[str, int] = {}
+        folders: dict[str, int | str] = {}
         if not root.is_dir() or root.is_symlink():
             return notes, refused, folders
         home = self.layout.home_note(conv).name
@@ -277,7 +267,7 @@ class Dag:
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not (top and d in _NOT_NOTES)
                                  and not os.path.islink(os.path.join(dirpath, d)))
             try:
-                folders[self.layout.relative(here)] = here.stat().st_mtime_ns
+                folders[self.layout.relative(here)] = _listing(here, home) if top else here.stat().st_mtime_ns
             except FileNotFoundError:
                 continue
             for name in sorted(filenames):
@@ -345,12 +335,14 @@ class Dag:
         report.problems = self.problems(conv)
         return report
 
-    def _folders_unchanged(self, folders: dict[str, int]) -> bool:
-        for rel, mtime in folders.items():
+    def _folders_unchanged(self, folders: dict[str, int | str]) -> bool:
+        for rel, seen in folders.items():
+            path = self.layout.root / rel
             try:
-                if (self.layout.root / rel).stat().st_mtime_ns != mtime:
-                    return False
+                now = _listing(path, path.name + ".md") if isinstance(seen, str) else path.stat().st_mtime_ns
             except OSError:
+                return False
+            if now != seen:
                 return False
         return bool(folders)
 
