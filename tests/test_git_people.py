@@ -178,3 +178,34 @@ def test_a_home_note_conflict_from_an_older_vault_is_regenerated(clones: tuple[P
     git(b, "commit", "-qm", "merge")  # the person concludes the merge
     assert doctor(b, "--strict")[0] == 0
     assert len(texts(b)) == 6 * 4 + 2 * 4 * 4
+
+
+def test_two_machines_summarizing_the_same_messages_differently(tmp_path: Path) -> None:
+    """Same sources, different words (as an LLM summarizer writes): git conflicts, `doctor --fix` keeps one."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    with Vault.init(a, settings=Settings(**SETTINGS)) as v:
+        for n in range(6):
+            v.ingest("shared", turn("base", n, T0 + timedelta(minutes=n)))
+    git(a, "init", "-q", "-b", "main")
+    git(a, "add", "-A")
+    git(a, "commit", "-qm", "base")
+    git(tmp_path, "clone", "-q", str(a), str(b))
+    for root, target in ((a, 60), (b, 40)):  # the same chunks, summarized to different lengths
+        with Vault(root, settings=Settings(**{**SETTINGS, "leaf_target_tokens": target})) as v:
+            v.compact("shared", force=True)
+        git(root, "add", "-A")
+        git(root, "commit", "-qm", f"compacted to {target}")
+    assert "CONFLICT (add/add)" in git(b, "pull", "-q", "--no-rebase", "--no-edit", str(a), "main", check=False)
+    conflicted = git(b, "diff", "--name-only", "--diff-filter=U").split()
+    assert conflicted and all("/summaries/" in f for f in conflicted)
+    code, report = doctor(b)
+    assert code == 1
+    found = [p for p in report["problems"] if p["kind"] == "conflict_markers"]
+    assert len(found) == len(conflicted) and all(p["fixable"] and "keeps one" in p["detail"] for p in found)
+    code, report = doctor(b, "--fix")
+    assert code == 0, report
+    assert sum("resolved the git conflict" in x for x in report["fixed"]) == len(conflicted)
+    git(b, "add", "-A")  # the person concludes the merge
+    no_conflicts(b)
+    git(b, "commit", "-qm", "merged")
+    assert len(texts(b)) == 24 and doctor(b, "--strict")[0] == 0

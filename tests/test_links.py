@@ -106,3 +106,12 @@ def test_same_folder_first_then_shortest_path() -> None:
     assert vault.resolve("../Note", "a/b/other.md") == "a/Note.md"
     assert vault.resolve("e/Nowhere", "x.md") is None
     assert vault.link_path("a/b/Note.md") == "a/b/Note" and vault.link_path("a/b/other.md") == "other"
+
+
+def test_conflict_sides() -> None:
+    from vaultlcm.upkeep import conflict_sides
+
+    text = "a\n<<<<<<< HEAD\nours 1\nours 2\n||||||| base\nold\n=======\ntheirs\n>>>>>>> other\nb\n"
+    assert conflict_sides(text) == ("a\nours 1\nours 2\nb\n", "a\ntheirs\nb\n")
+    assert conflict_sides("a\n<<<<<<< HEAD\nours\n=======\n") is None  # unfinished
+    assert conflict_sides("> <<<<<<< quoted in a log\n") is None  # not a marker: no conflict at all

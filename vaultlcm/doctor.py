@@ -17,7 +17,9 @@ Findings come in three severities:
 a commit. ``--fix`` rebuilds the derived state, re-summarizes fallbacks and stale
 nodes nobody owns, cuts torn tails, adds a missing final newline, removes crash
 leftovers no acknowledged message refers to, regenerates derived notes holding
-conflict markers, and catches the index up. It never touches a person's edits or
+conflict markers, keeps one side of a summary two machines wrote for the same
+sources when no person wrote either, relinks links a move outside Obsidian left
+behind, removes notes a merge set aside, and catches the index up. It never touches a person's edits or
 a log entry; what it leaves is reported, each finding marked when ``--fix``
 repairs it.
 """
@@ -33,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .fsutil import TEMP_PREFIX, read_file, truncate
+from .fsutil import TEMP_PREFIX, atomic_write, read_file, truncate
+from .upkeep import resolve_note_conflict
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -239,17 +242,38 @@ class Doctor:
         candidates: set[str] = {self.layout.relative(self.layout.home_note(c)) for c in self.conversations()}
         candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='invalid'")}
         candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM summaries WHERE gen_hash<>body_hash")}
+        for rel, path, text in self._conflicted(candidates):
+            home = self._is_home(path)
+            engine_only = not home and resolve_note_conflict(text) is not None
+            hint = ("it is derived: `doctor --fix` regenerates it" if home else
+                    "no person wrote either side (two machines summarized the same sources): `doctor --fix` keeps "
+                    "one" if engine_only else "resolve the conflict by hand (pick one version of the note)")
+            report.problems.append(Finding("conflict_markers", f"{rel}: holds git conflict markers; {hint}", rel,
+                                           home or engine_only))
+
+    def _conflicted(self, candidates: set[str]) -> list[tuple[str, Path, str]]:
+        out = []
         for rel in sorted(candidates):
             path = self.layout.root / rel
             if path.is_symlink() or not path.is_file():
                 continue
             text = read_file(path).decode("utf-8", errors="replace")
-            if not _CONFLICT.search(text):
-                continue
-            home = self._is_home(path)
-            hint = ("it is derived: `doctor --fix` regenerates it" if home else
-                    "resolve the conflict by hand (pick one version of the note)")
-            report.problems.append(Finding("conflict_markers", f"{rel}: holds git conflict markers; {hint}", rel, home))
+            if _CONFLICT.search(text):
+                out.append((rel, path, text))
+        return out
+
+    def _resolve_conflicts(self) -> list[str]:
+        """Keep one side of each summary note two machines wrote for the same sources (see upkeep)."""
+        done = []
+        for conv in self.conversations():
+            self.resync(conv)  # a merge may have happened since the catalog last looked
+        candidates = {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='invalid'")}
+        candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM summaries WHERE gen_hash<>body_hash")}
+        for rel, path, text in self._conflicted(candidates):
+            kept = None if self._is_home(path) else resolve_note_conflict(text)
+            if kept is not None and atomic_write(self.layout.inside(path), kept.encode("utf-8")):
+                done.append(f"resolved the git conflict in {rel} (kept one of two summaries the engine wrote)")
+        return done
 
     def _is_home(self, path: Path) -> bool:
         return path.parent.parent == self.layout.conversations_dir and path.stem == path.parent.name
@@ -306,6 +330,7 @@ class Doctor:
             if finding.kind == "orphan_file" and finding.path:
                 (layout.root / finding.path).unlink(missing_ok=True)
                 done.append(f"removed {finding.path} (no message refers to it)")
+        done += self._resolve_conflicts()
         # derived state from scratch
         self.catalog.reset()
         for conv in self.conversations():

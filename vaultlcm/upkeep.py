@@ -15,7 +15,12 @@ What a writer (``compact``, ``doctor --fix``) does on top:
   lost: its messages are in the logs and are summarized again;
 * **refill plan**: what a deleted source covered, found again in the active
   context, so the compaction that refreshes the parent rebuilds it in its place
-  (the same messages give the same leaf, and the same id).
+  (the same messages give the same leaf, and the same id);
+* **conflicts**: two machines that summarized the same sources with different
+  words (an LLM summarizer) meet in a git conflict over the same note. When no
+  person wrote either side, either summary will do: ``doctor --fix`` keeps one (the
+  same one on every machine); a person's correction wins over the engine's words;
+  two people's versions are theirs to pick.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from .errors import ValidationProblem
 from .fsutil import atomic_write, read_file
 from .relations import WAITING
-from .summary_notes import text_links
+from .summary_notes import body_hash, exact_body_hash, parse_note, text_links
 
 if TYPE_CHECKING:
     from .dag import ActiveItem, Dag, SummaryRow
@@ -176,3 +182,47 @@ def refill_plan(dag: "Dag", node: "SummaryRow") -> list["SummaryRow | list[Activ
             budget -= count(it)
         parts[i] = list(reversed(got)) if i == 0 else got
     return parts
+
+
+def conflict_sides(text: str) -> tuple[str, str] | None:
+    """The two versions of a file git left with conflict markers (None if the markers do not pair up)."""
+    sides: tuple[list[str], list[str]] = ([], [])
+    state = "both"
+    for line in text.splitlines(keepends=True):
+        mark = line.rstrip("\r\n")
+        if mark.startswith("<<<<<<<") and mark[7:8] in ("", " ") and state == "both":
+            state = "ours"
+        elif mark.startswith("|||||||") and mark[7:8] in ("", " ") and state == "ours":
+            state = "base"  # diff3 style: the common ancestor, not kept
+        elif mark == "=======" and state in ("ours", "base"):
+            state = "theirs"
+        elif mark.startswith(">>>>>>>") and mark[7:8] in ("", " ") and state == "theirs":
+            state = "both"
+        elif state != "base":
+            for i, side in enumerate(("ours", "theirs")):
+                if state in ("both", side):
+                    sides[i].append(line)
+    if state != "both" or sides[0] == sides[1]:
+        return None
+    return "".join(sides[0]), "".join(sides[1])
+
+
+def resolve_note_conflict(text: str) -> str | None:
+    """The version of a conflicted summary note to keep, when no person has to choose (else None)."""
+    sides = conflict_sides(text)
+    if sides is None:
+        return None
+    owned: list[bool] = []
+    ids = set()
+    for side in sides:
+        try:
+            fm, body = parse_note(side, "<conflict side>")
+        except ValidationProblem:
+            return None
+        ids.add(fm.id)
+        owned.append(fm.body_sha256 not in (body_hash(body), exact_body_hash(body)))
+    if len(ids) != 1 or all(owned):
+        return None  # not the same node, or two people's corrections
+    if any(owned):
+        return sides[owned.index(True)]
+    return min(sides)  # two summaries the engine wrote: either will do, the same one everywhere
