@@ -10,6 +10,7 @@ at all after it).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,23 @@ def test_a_person_body_edit_is_routine(dag_vault: Path) -> None:
 
 def test_every_link_in_a_fresh_vault_resolves(dag_vault: Path) -> None:
     assert broken_links(dag_vault) == []
+
+
+def test_links_in_a_body_follow_a_rename(dag_vault: Path) -> None:
+    """Summaries may link their sources in the body too (`[[sum_…|↗]]`); Obsidian rewrites those on a rename."""
+    from vaultlcm.summary_notes import body_hash
+
+    sid, path, parent = pick(dag_vault, "leaf")
+    note = dag_vault / parent
+    head, _, body = note.read_text().partition("\n---\n")
+    old_hash = re.search(r'body_sha256: "([0-9a-f]+)"', head).group(1)  # type: ignore[union-attr]
+    body += f"- the first step [[{sid}|↗]]\n"  # as if the summarizer wrote it: the hash covers it
+    note.write_text(head.replace(old_hash, body_hash(body)) + "\n---\n" + body)
+    compact(dag_vault)  # the nodes above take the new body in
+    before = coarsest(dag_vault)[0]
+    obsidian_rename(dag_vault, path, path.with_name("Timezone decision.md"))
+    assert "[[Timezone decision|↗]]" in note.read_text()
+    with open_vault(dag_vault) as v:
+        row = v.dag.get(v.dag.get(sid).parent)  # type: ignore[arg-type, union-attr]
+        assert row is not None and not row.human_owned and not row.stale  # a rename is no edit
+    settle_and_check(dag_vault, before)
