@@ -180,3 +180,15 @@ def test_a_hook_that_refuses(repo: Path, tmp_path: Path) -> None:
         fh.write("git_auto_commit = true\n")
     code, out, err = run("--vault", str(repo), "ingest", str(transcript(tmp_path, 8)), "-c", "r")
     assert code == 0 and "git: not committed (git commit failed" in err  # the setting only warns
+
+
+def test_a_vault_inside_a_bigger_repository(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")
+    (tmp_path / "code.py").write_text("print('not the vault')\n")
+    root = tmp_path / "notes" / "agent memory"
+    Vault.init(root).close()
+    code, out, err = run("--vault", str(root), "ingest", str(transcript(tmp_path, 4)), "-c", "r", "--git-commit")
+    assert code == 0, err
+    committed = git(tmp_path, "show", "--name-only", "--format=", "HEAD").split("\n")
+    assert [f for f in committed if f] and all(f.startswith("notes/agent memory/conversations/r/") for f in committed if f)
+    assert "code.py" in git(tmp_path, "status", "--porcelain")  # the rest of the repository is not touched

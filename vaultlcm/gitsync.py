@@ -74,11 +74,9 @@ def commit(root: Path, paths: list[str], message: str, *, timeout: float = 60.0)
     problem = repo_problem(root, timeout=timeout)
     if problem:
         return CommitResult(message, skipped=problem)
-    specs = [f":(literal){p}" for p in sorted(set(paths)) if p]
-    if not specs:
-        return CommitResult(message, skipped="nothing to commit")
+    wanted = sorted({p for p in paths if p})
     # Add new and changed files, record removed ones; ignored files (.vaultlcm/, home notes) stay out.
-    existing = [s for s, p in zip(specs, sorted(set(paths))) if (root / p).exists() or _tracked(root, p, timeout)]
+    existing = [f":(literal){p}" for p in wanted if (root / p).exists() or _tracked(root, p, timeout)]
     if existing:
         added = _run(root, "add", "-A", "--", *existing, timeout=timeout)
         if added.returncode != 0:
