@@ -225,3 +225,14 @@ def test_links_in_a_body_follow_a_rename(dag_vault: Path) -> None:
         row = v.dag.get(v.dag.get(sid).parent)  # type: ignore[arg-type, union-attr]
         assert row is not None and not row.human_owned and not row.stale  # a rename is no edit
     settle_and_check(dag_vault, before)
+
+
+def test_a_renamed_log_keeps_its_messages_and_is_relinked(dag_vault: Path) -> None:
+    """Logs are not for renaming, but a message link names the message by its block id, and gets rewritten."""
+    before, _ = coarsest(dag_vault)
+    log = dag_vault / "conversations/c/logs/2026-11-01.md"
+    log.rename(log.with_name("2026-11-01 first day.md"))
+    assert coarsest(dag_vault)[0] == before
+    code, report = doctor(dag_vault)
+    assert code == 0 and {w["kind"] for w in report["warnings"]} == {"outdated_link"}
+    settle_and_check(dag_vault, before)

@@ -515,10 +515,12 @@ class Dag:
         gaps = 0
         for nid, resolved in derived.links.items():
             n = nodes[nid]
-            for r in resolved:
-                if r.id is not None and not r.ok:
-                    problems.append((n.path, "outdated_link", f"{n.path}: {r.link} in 'sources' no longer resolves in "
-                                     f"Obsidian ({r.why}); the next compaction or `doctor --fix` rewrites the link"))
+            outdated = [r for r in resolved if r.id is not None and not r.ok]
+            if outdated:
+                more = f", and {len(outdated) - 1} more" if len(outdated) > 1 else ""
+                problems.append((n.path, "outdated_link", f"{n.path}: {outdated[0].link} in 'sources' no longer "
+                                 f"resolves in Obsidian ({outdated[0].why}{more}); the next compaction or "
+                                 "`doctor --fix` rewrites the link"))
             if nid in derived.valid:
                 gaps += derived.states[nid].count(GAP)
         dup = self.catalog.execute("SELECT summary_id, GROUP_CONCAT(path, ' and ') FROM note_files WHERE conv=? AND "
