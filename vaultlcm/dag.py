@@ -209,6 +209,11 @@ class _Resolver:
         return Link(link, None, False, "names no note (deleted)")
 
 
+def _stem(link: str) -> str:
+    parsed = parse_wikilink(link)
+    return parsed.stem if parsed else link
+
+
 def _block(s: SourceLink) -> str | None:
     if s.link is None:
         return s.id
@@ -456,8 +461,8 @@ class Dag:
         self.journal.append(rel)
         if self._files is not None:
             self._files.add(rel)
-        if self.catalog.get_meta(f"gaps:{conv}") not in (None, "0"):
-            self.recompute(conv)  # this note may be one a parent lost: let it find it again
+        if {fm.id, path.stem} & set(json.loads(self.catalog.get_meta(f"gaps:{conv}") or "[]")):
+            self.recompute(conv)  # this note is one a parent lost (rebuilt from the same sources): let it find it
         else:
             self._link(conv, fm, ids)
         row = self.get(fm.id)
@@ -512,7 +517,7 @@ class Dag:
                              "SELECT COUNT(*) FROM messages WHERE conv=? AND lane=0 AND seq BETWEEN ? AND ?",
                              (conv, a, b))[0][0]))
         problems = list(derived.problems)
-        gaps = 0
+        gaps: set[str] = set()  # what the gap links name: a note written under that name fills the gap
         for nid, resolved in derived.links.items():
             n = nodes[nid]
             outdated = [r for r in resolved if r.id is not None and not r.ok]
@@ -522,7 +527,7 @@ class Dag:
                                  f"resolves in Obsidian ({outdated[0].why}{more}); the next compaction or "
                                  "`doctor --fix` rewrites the link"))
             if nid in derived.valid:
-                gaps += derived.states[nid].count(GAP)
+                gaps.update(_stem(r.link) for r, st in zip(resolved, derived.states[nid]) if st == GAP)
         dup = self.catalog.execute("SELECT summary_id, GROUP_CONCAT(path, ' and ') FROM note_files WHERE conv=? AND "
                                    "summary_id IS NOT NULL GROUP BY summary_id HAVING COUNT(*) > 1", (conv,))
         for sid, paths in dup:
@@ -550,7 +555,7 @@ class Dag:
                     # Set aside: no part in the DAG; its sources go back to the active context.
                     db.execute("UPDATE summaries SET parent='!invalid', first_seq=NULL, last_seq=NULL, stale=0, "
                                "sources=? WHERE id=?", (pairs, nid))
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"gaps:{conv}", str(gaps)))
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"gaps:{conv}", json.dumps(sorted(gaps))))
 
     # -- queries -----------------------------------------------------------------
 
