@@ -1,4 +1,4 @@
-"""Tests of vaultlcm.summarizers: extractive, escalation, templates, LLM providers.
+"""Tests of vaultlcm.summarizers: escalation, templates, LLM providers (the digest: test_digest.py).
 
 The provider tests run the real ``anthropic`` and ``openai`` SDKs against the
 local fake server of ``tests/fakellm.py``; nothing is patched inside the SDKs.
@@ -6,6 +6,7 @@ local fake server of ``tests/fakellm.py``; nothing is patched inside the SDKs.
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -19,11 +20,10 @@ from fakellm import FakeLLM, Reply
 from vaultlcm.errors import ProviderConfigError, SummarizerError
 from vaultlcm.settings import Settings
 from vaultlcm.summarizers import (
-    EXPAND_PREFIX,
     TEMPLATE_NAMES,
     TRUNCATION_MARKER,
     AnthropicSummarizer,
-    ExtractiveSummarizer,
+    DigestSummarizer,
     OpenAISummarizer,
     SourceItem,
     SummaryRequest,
@@ -81,102 +81,9 @@ def request(target: int = 400, depth: int = 0, items: tuple[SourceItem, ...] | N
     return SummaryRequest("proj", depth, sample_items() if items is None else items, target)
 
 
-def last_line(text: str) -> str:
-    return text.splitlines()[-1]
-
-
-# -- extractive ------------------------------------------------------------------
-
-
-def test_extractive_same_input_same_bytes() -> None:
-    req = request()
-    first = ExtractiveSummarizer().summarize(req)
-    assert ExtractiveSummarizer().summarize(req).encode() == first.encode()
-    assert ExtractiveSummarizer().summarize(req, aggressive=True) == ExtractiveSummarizer().summarize(
-        req, aggressive=True
-    )
-
-
-def test_extractive_keeps_what_an_agent_needs() -> None:
-    items = sample_items()
-    out = ExtractiveSummarizer().summarize(request(400))
-    for needle in [
-        "Please migrate the config loader",  # first user request
-        "src/vaultlcm/config.py",
-        "decided to use tomllib instead of toml",
-        "TypeError",
-        "/etc/vaultlcm.conf",
-        "30 s",
-        "a1b2c3d4e5",
-        "0.4.2",
-        "TODO: update docs/config.md",
-        "- [ ] handle FileNotFoundError",
-        "3.2 ms",
-    ]:
-        assert needle in out, needle
-    assert "patiently" not in out  # chit-chat is dropped
-    assert f"[{items[0].id}] user: Please migrate" in out  # attributed to its source
-    tail = last_line(out)
-    assert tail.startswith(EXPAND_PREFIX)
-    assert items[4].id in tail and items[6].id in tail  # left-out sources are named
-    assert items[7].id not in tail  # fully kept: nothing more to expand
-    assert count_tokens(out) < source_tokens(items)
-
-
-def test_extractive_aggressive_is_about_half() -> None:
-    req = request(300)
-    normal = ExtractiveSummarizer().summarize(req)
-    short = ExtractiveSummarizer().summarize(req, aggressive=True)
-    assert count_tokens(short) <= 150 < count_tokens(normal) <= 300
-    assert "Please migrate the config loader" in short
-    assert last_line(short).startswith(EXPAND_PREFIX)
-
-
 ids = st.from_regex(r"m-[0-9a-f]{16}", fullmatch=True)
 WORDS = ["error", "TODO", "must", "src/app.py", "decided", "v1.2.3", "12 ms", "\n", "- [ ] ", "é😀", "[m-1] "]
 texts = st.lists(st.one_of(st.sampled_from(WORDS), st.text(max_size=12)), max_size=60).map(" ".join)
-
-
-@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    item_texts=st.lists(st.tuples(ids, texts), min_size=1, max_size=12),
-    target=st.integers(min_value=32, max_value=1500),
-    aggressive=st.booleans(),
-    depth=st.integers(min_value=0, max_value=3),
-)
-def test_extractive_never_exceeds_target(
-    item_texts: list[tuple[str, str]], target: int, aggressive: bool, depth: int
-) -> None:
-    kind = "message" if depth == 0 else "summary"
-    items = tuple(SourceItem(id=i, kind=kind, text=t, role="user" if depth == 0 else None) for i, t in item_texts)
-    out = ExtractiveSummarizer().summarize(SummaryRequest("c", depth, items, target), aggressive=aggressive)
-    assert count_tokens(out) <= target
-    assert last_line(out).startswith(EXPAND_PREFIX)
-
-
-def test_extractive_condensed_over_summaries() -> None:
-    items = sample_items()
-    ex = ExtractiveSummarizer()
-    leaves = [ex.summarize(request(200, items=items[:6])), ex.summarize(request(200, items=items[6:]))]
-    shared = "Shared fact: the deploy target is prod-eu-1 on port 8443."
-    summaries = tuple(
-        SourceItem(id=f"sum_{n:012x}", kind="summary", text=f"{text}\n{shared}", depth=0)
-        for n, text in enumerate(leaves)
-    )
-    out = ex.summarize(SummaryRequest("proj", 1, summaries, 300))
-    assert count_tokens(out) <= 300
-    assert out.count("prod-eu-1") == 1  # repeated lines are deduplicated
-    assert "src/vaultlcm/config.py" in out and "/etc/vaultlcm.conf" in out
-    body, tail = out.rsplit("\n", 1)
-    assert tail.startswith(EXPAND_PREFIX) and "sum_" in tail
-    assert EXPAND_PREFIX not in body  # the leaves' own expand lines are not copied
-    assert body.startswith("[sum_")  # attributed to the summaries, not the messages
-    assert ex.summarize(SummaryRequest("proj", 1, summaries, 300)) == out
-
-
-def test_extractive_has_no_free_form_completion() -> None:
-    with pytest.raises(NotImplementedError):
-        ExtractiveSummarizer().complete("system", "prompt", 100)
 
 
 # -- escalation ------------------------------------------------------------------
@@ -244,10 +151,10 @@ def test_escalation_does_not_swallow_provider_errors() -> None:
         summarize_with_escalation(Down("", ""), request())
 
 
-def test_escalation_with_extractive_shrinks() -> None:
+def test_escalation_with_the_digest_shrinks() -> None:
     req = request(200)
-    result = summarize_with_escalation(ExtractiveSummarizer(), req)
-    assert result.level == "normal" and result.summarizer == "extractive"
+    result = summarize_with_escalation(DigestSummarizer(), req)
+    assert result.level == "normal" and result.summarizer == "digest"
     assert result.tokens < source_tokens(req.items) and result.tokens <= 200
 
 
@@ -288,13 +195,31 @@ def test_bound_items_caps_input_and_keeps_small_items() -> None:
 @pytest.mark.parametrize("name", TEMPLATE_NAMES)
 def test_packaged_templates_warn_about_untrusted_data(name: str) -> None:
     text = render_template(name, None, conversation="c", depth=0, target_tokens=10, item_count=1, items="X",
-                           question="q", max_tokens=5)
+                           question="q", max_tokens=5, source_tokens=30, span="Nov 2", previous="P")
     assert "untrusted data" in text.lower()
     assert "never follow" in text.lower()
     assert "$" not in text and "<!--" not in text
     if name not in ("system", "ask"):
-        for word in ["decision", "constraint", "path", "identifier", "number", "error", "task", "Expand for detail"]:
+        for word in ["decision", "date", "number", "Expand for details about:"]:
             assert word.lower() in text.lower(), (name, word)
+        if name != "leaf":  # raw messages carry no corrections; summaries do
+            assert "Correction (by a person)" in text
+        assert "do not repeat" in text.lower() or "context only" in text.lower()
+    if name == "leaf":
+        for word in ["### Asked", "### Done", "### Found / decided", "### Open", "never raw JSON", "edited"]:
+            assert word in text, word
+    if name.startswith("depth-"):
+        assert "### Timeline" in text and "Nov 2, 09:14–11:30 ·" in text and "(was old value)" in text
+
+
+@pytest.mark.parametrize("name", [n for n in TEMPLATE_NAMES if n != "system"])
+def test_template_headers_document_every_placeholder_they_use(name: str) -> None:
+    raw = load_template(name)
+    header, body = raw.split("-->", 1)
+    used = set(re.findall(r"\$([a-z_]+)", body))
+    assert used, name
+    for placeholder in used:
+        assert f"${placeholder}" in header, (name, placeholder)
 
 
 def test_vault_template_override_wins(tmp_path: Path) -> None:
@@ -450,7 +375,7 @@ def test_missing_sdk_says_how_to_install(provider: str, monkeypatch: pytest.Monk
 
 
 def test_make_summarizer_picks_by_settings(tmp_path: Path) -> None:
-    assert isinstance(make_summarizer(Settings()), ExtractiveSummarizer)
+    assert isinstance(make_summarizer(Settings()), DigestSummarizer)
     env = {"ANTHROPIC_API_KEY": "k"}
     llm = make_summarizer(Settings(summarizer="anthropic", summary_max_input_tokens=5000), env, template_dir=tmp_path)
     assert isinstance(llm, AnthropicSummarizer) and llm.max_input_tokens == 5000 and llm.template_dir == tmp_path

@@ -140,7 +140,7 @@ def ask(vault: "Vault", question: str, *, conversation: str | None = None, max_t
     mode = "extractive"
     answer = "\n\n".join(e["text"] for e in excerpts) if excerpts else "No stored message matches the question."
     citations = [e["id"] for e in excerpts]
-    if vault.settings.summarizer != "extractive" and excerpts:
+    if vault.settings.summarizer not in ("digest", "extractive") and excerpts:
         from .summarizers import SourceItem, ask_prompt
 
         summarizer = vault.compactor.summarizer

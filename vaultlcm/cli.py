@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .errors import VaultLCMError
+from .errors import UsageError, VaultLCMError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,6 +66,8 @@ class Context:
     def __init__(self, vault_path: str | None, debug: bool = False) -> None:
         self.vault_path = Path(vault_path) if vault_path else Path.cwd()
         self.debug = debug
+        #: Whether --vault or VAULTLCM_VAULT named the vault (agent integrations have their own default).
+        self.explicit = vault_path is not None
         self._vault: Any = None
 
     def vault(self) -> Any:
@@ -89,7 +91,7 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="vaultlcm")
+@click.version_option(package_name="vaultlcm", prog_name="vaultlcm")
 @click.option(
     "--vault",
     "vault_path",
@@ -144,6 +146,9 @@ def _echo_commit(commit: str | None) -> None:
 
 
 FORMAT_CHOICE = click.Choice(["auto", "native", "openai", "anthropic", "claude-code", "openclaw"])
+QUIET = click.option("-q", "--quiet", is_flag=True, help="No progress bar (there is none when stderr is not a terminal).")
+#: Inputs from this size on get a progress bar.
+BIG_INPUT_BYTES = 1 << 20
 
 
 @cli.command()
@@ -155,19 +160,27 @@ FORMAT_CHOICE = click.Choice(["auto", "native", "openai", "anthropic", "claude-c
               help="Keep unreadable timestamps as data and place those records by their neighbours.")
 @click.option("--allow-duplicates", is_flag=True, help="Store records again even if this conversation has them.")
 @click.option("--json", "as_json", is_flag=True,
-              help='Print {"ids": [...], "new": N, "already_stored": N, ...} instead of a summary line.')
+              help='Print {"ids": [...], "new": N, "already_stored": N, "redacted": {...}, ...} instead of a '
+              'summary line.')
+@QUIET
 @GIT_COMMIT
 @pass_ctx
 @handle_errors
 def ingest(obj: Context, file: str, conversation: str, fmt: str, skip_bad_lines: bool, keep_bad_timestamps: bool,
-           allow_duplicates: bool, as_json: bool, git_commit: bool | None) -> None:
+           allow_duplicates: bool, as_json: bool, quiet: bool, git_commit: bool | None) -> None:
     """Append a transcript FILE (JSON Lines, a JSON array or a JSON object with messages; - for stdin).
 
-    Re-importing a file, or a longer version of it, stores each record once.
+    Re-importing a file, or a longer version of it, stores each record once. Secrets
+    (API keys, tokens, private keys, passwords in URLs) are replaced by
+    [redacted: kind] before anything is written; the summary line counts them.
     """
-    report = obj.vault().ingest_file(conversation, file, format=fmt, skip_bad_lines=skip_bad_lines,
-                                     keep_bad_timestamps=keep_bad_timestamps, allow_duplicates=allow_duplicates,
-                                     git_commit=git_commit)
+    from .progress import progress_bar
+
+    big = file != "-" and Path(file).is_file() and Path(file).stat().st_size >= BIG_INPUT_BYTES
+    with progress_bar(f"Ingesting {Path(file).name}", quiet=quiet or not big) as bar:
+        report = obj.vault().ingest_file(conversation, file, format=fmt, skip_bad_lines=skip_bad_lines,
+                                         keep_bad_timestamps=keep_bad_timestamps, allow_duplicates=allow_duplicates,
+                                         progress=bar, git_commit=git_commit)
     if as_json:
         _echo_json(report.to_dict())
     else:
@@ -235,22 +248,31 @@ def status(obj: Context, as_json: bool) -> None:
         )
         depth = f", depth {c['max_depth']}" if c["max_depth"] is not None else ""
         click.echo(f"  {c['summaries']} summaries{depth}; active context {c['active_items']} items, {c['active_tokens']} tokens")
+        if c.get("redacted"):
+            from .secrets import describe_counts
+
+            click.echo(f"  {describe_counts(c['redacted'])}")
 
 
 @cli.command()
 @click.option("-c", "--conversation", help="Only this conversation (default: all).")
 @click.option("--force", is_flag=True, help="Summarize everything eligible, not just down to the soft threshold.")
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
+@QUIET
 @GIT_COMMIT
 @pass_ctx
 @handle_errors
-def compact(obj: Context, conversation: str | None, force: bool, as_json: bool, git_commit: bool | None) -> None:
+def compact(obj: Context, conversation: str | None, force: bool, as_json: bool, quiet: bool,
+            git_commit: bool | None) -> None:
     """Summarize old messages into the summary DAG.
 
     First it rewrites links that notes moved outside Obsidian left behind and
     removes notes a git merge set aside (another note covers their messages).
     """
-    reports = obj.vault().compact(conversation, force=force, git_commit=git_commit)
+    from .progress import progress_bar
+
+    with progress_bar("Compacting", quiet=quiet or bool(conversation)) as bar:
+        reports = obj.vault().compact(conversation, force=force, progress=bar, git_commit=git_commit)
     if as_json:
         _echo_json({"reports": [r.to_dict() for r in reports]})
         return
@@ -418,17 +440,27 @@ def ask(obj: Context, question: str, conversation: str | None, max_tokens: int |
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@QUIET
 @pass_ctx
 @handle_errors
-def reindex(obj: Context, as_json: bool) -> None:
+def reindex(obj: Context, as_json: bool, quiet: bool) -> None:
     """Rebuild the derived catalog and full-text index from the Markdown files."""
+    from .progress import progress_bar
+
     vault = obj.vault()
-    if as_json:
-        _echo_json(vault.reindex())
-        return
     total = vault.catalog.execute("SELECT COUNT(*) FROM messages")[0][0] + vault.catalog.execute("SELECT COUNT(*) FROM summaries")[0][0]
-    with click.progressbar(length=max(total, 1), label="Indexing", file=sys.stderr) as bar:
-        result = vault.reindex(progress=bar.update)
+    with progress_bar("Indexing", quiet=quiet) as bar:
+        done = [0]
+
+        def step(n: int) -> None:
+            done[0] += n
+            if bar is not None:
+                bar(done[0], max(total, done[0]))
+
+        result = vault.reindex(progress=step)
+    if as_json:
+        _echo_json(result)
+        return
     click.echo(f"Reindexed {result['documents']} documents ({result['messages']} messages, "
                f"{result['summaries']} summaries in {result['conversations']} conversations)")
 
@@ -522,12 +554,152 @@ def mcp(obj: Context) -> None:
 @pass_ctx
 @handle_errors
 def demo(obj: Context, path: str | None) -> None:
-    """Build a demo vault from the shipped sample transcript (offline, extractive summarizer)."""
+    """Build a demo vault from the shipped sample transcript (offline, digest summarizer)."""
     from .sample import build_sample_vault
 
     root = Path(path) if path else Path("vaultlcm-demo")
     report = build_sample_vault(root)
     click.echo(report.describe())
+
+
+# -- where agents already are ----------------------------------------------------------
+
+AGENT = click.Choice(["claude-code"])
+
+
+def _agent_vault(obj: Context) -> Path:
+    """The vault named by --vault / VAULTLCM_VAULT, else the integration's own default."""
+    from .claude_code import default_vault
+
+    return obj.vault_path.absolute() if obj.explicit else default_vault()
+
+
+@cli.command()
+@click.argument("agent", type=AGENT, metavar="claude-code")
+@click.option("--time-limit", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Seconds before returning to the agent; longer work finishes in the background.")
+@click.option("--foreground", is_flag=True, help="Work in this process, without a time limit (for debugging).")
+@pass_ctx
+def hook(obj: Context, agent: str, time_limit: float, foreground: bool) -> None:
+    """Ingest what is new, from a Claude Code hook event on stdin (Stop, SubagentStop, PreCompact, SessionEnd).
+
+    The session (with its subagents) goes into the conversation <project>-<session id, 8 characters>
+    of the vault given by --vault or VAULTLCM_VAULT, else ~/.vaultlcm/claude-code (created if missing).
+    It never blocks or breaks the agent: nothing on stdout, exit code 0 always, what it did and any
+    error logged to hooks.log in the vault's state folder (.vaultlcm/). `vaultlcm install claude-code`
+    registers it.
+    """
+    import os
+
+    from .claude_code import MAX_EVENT_BYTES, run_hook
+
+    try:
+        if sys.stdin is None or sys.stdin.isatty():
+            click.echo("vaultlcm hook claude-code reads a Claude Code hook event on stdin; "
+                       "`vaultlcm install claude-code` sets it up", err=True)
+            data = b""
+        else:
+            data = sys.stdin.buffer.read(MAX_EVENT_BYTES)
+        run_hook(data, root=_agent_vault(obj), create=not obj.explicit, environ=os.environ,
+                 time_limit=time_limit, detach=not foreground)
+    except BaseException:  # noqa: BLE001 - whatever happens, the agent goes on
+        pass
+    sys.exit(0)
+
+
+@cli.command()
+@click.argument("agent", type=AGENT, metavar="claude-code")
+@click.option("--write", "do_write", is_flag=True, help="Merge the entries into the files (default: only show them).")
+@click.option("--scope", type=click.Choice(["user", "project"]), default="user", show_default=True,
+              help="user: ~/.claude/settings.json and ~/.claude.json; project: .claude/settings.json and .mcp.json.")
+@click.option("--project", "project_dir", type=click.Path(file_okay=False), help="Project folder for --scope project "
+              "(default: the current directory).")
+@pass_ctx
+@handle_errors
+def install(obj: Context, agent: str, do_write: bool, scope: str, project_dir: str | None) -> None:
+    """The hook and MCP settings for Claude Code: show them, or merge them in with --write.
+
+    Registers `vaultlcm hook claude-code` for the Stop, SubagentStop, PreCompact and SessionEnd
+    events and the `vaultlcm mcp` server (recall tools inside Claude Code), without touching
+    anything else in those files; running it twice changes nothing. A changed file is backed
+    up first (<file>.vaultlcm-backup). With --write the vault is created if missing.
+    """
+    import os
+    from importlib.util import find_spec
+
+    from .claude_settings import apply, plan_install, render
+
+    vault = _agent_vault(obj)
+    project = Path(project_dir or ".").absolute()
+    # A shared project file names the default vault through $HOME, which Claude Code expands in .mcp.json.
+    mcp_vault = str(vault) if obj.explicit or scope == "user" else "${HOME}/.vaultlcm/claude-code"
+    changes = plan_install(scope, project=project, vault=vault if obj.explicit else None, vault_for_mcp=mcp_vault,
+                           environ=os.environ)
+    pending = [c for c in changes if c.changed]
+    if not pending:
+        click.echo(f"vaultlcm is already set up for Claude Code ({scope} scope); nothing to change.")
+    elif do_write:
+        for path, backup in apply(changes):
+            saved = f" (backup: {backup})" if backup else " (new file)"
+            click.echo(f"Updated {path}{saved}")
+            for note in next(c for c in changes if c.path == path).notes:
+                click.echo(f"  {note}")
+    else:
+        click.echo(f"vaultlcm for Claude Code ({scope} scope) would change {len(pending)} file(s); "
+                   "run again with --write to apply:")
+        for change in pending:
+            click.echo(f"\n{change.path}")
+            for note in change.notes:
+                click.echo(f"  {note}")
+            click.echo("merging in:")
+            click.echo(render(change.fragment).decode("utf-8").rstrip())
+    if do_write:
+        from .claude_code import open_hook_vault
+
+        with open_hook_vault(vault, create=True) as opened:
+            made = opened.created_files
+        click.echo(f"Vault: {vault}" + (" (created)" if made else ""))
+    else:
+        click.echo(f"Vault: {vault}" + ("" if (vault / "vaultlcm.toml").is_file() else " (created by --write)"))
+    if find_spec("mcp") is None:
+        click.echo("Note: the MCP server needs the mcp package: pip install 'vaultlcm[mcp]' "
+                   "(or pipx install 'vaultlcm[mcp]').", err=True)
+    if do_write and pending:
+        click.echo("Restart Claude Code to load them; bring in past sessions with `vaultlcm import claude-code`.")
+
+
+@cli.command("import")
+@click.argument("agent", type=AGENT, metavar="claude-code")
+@click.argument("folder", required=False, type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report (per session: conversation, new, ...).")
+@QUIET
+@pass_ctx
+@handle_errors
+def import_sessions(obj: Context, agent: str, folder: str | None, as_json: bool, quiet: bool) -> None:
+    """Every past Claude Code session (under ~/.claude/projects, or FOLDER), one conversation each.
+
+    Safe to run again: what is already stored is not stored twice (a second run reports 0 new).
+    The vault is --vault or VAULTLCM_VAULT, else ~/.vaultlcm/claude-code; it is created if missing.
+    """
+    import os
+
+    from .claude_code import claude_dir, import_sessions as run_import, open_hook_vault
+    from .progress import progress_bar
+
+    root = Path(folder) if folder else claude_dir(os.environ) / "projects"
+    if not root.exists():
+        raise UsageError(f"{root} does not exist: no Claude Code sessions to import; give their folder as FOLDER")
+    with open_hook_vault(_agent_vault(obj), create=True) as vault:
+        with progress_bar("Importing sessions", quiet=quiet) as bar:
+            report = run_import(vault, root, progress=bar)
+    if as_json:
+        _echo_json(report.to_dict())
+    else:
+        click.echo(report.describe())
+    for path, error in report.failed:
+        click.echo(f"failed: {path}: {error}", err=True)
+    if report.failed:
+        sys.exit(1)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -18,7 +18,7 @@ messages into a smaller summary, so compaction always terminates.
 
 A provider failure never loses data: in soft mode compaction stops and the
 messages stay uncovered for the next run; in hard mode the chunk falls back to
-the extractive summarizer and the note says so (``doctor`` lists it).
+the digest summarizer and the note says so (``doctor`` lists it).
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ from .errors import LockTimeoutError, SummarizerError, ValidationProblem
 from .messages import Message, format_timestamp
 from .msglog import MessageLog
 from .settings import Settings
-from .summarizers import ExtractiveSummarizer, SourceItem, Summarizer, SummaryRequest, summarize_with_escalation
-from .summarizers.base import SummaryResult, source_tokens
+from .tokens import count_tokens
+from .summarizers import DIGEST_NAME, DigestSummarizer, SourceItem, Summarizer, SummaryRequest, summarize_with_escalation
+from .summarizers.base import SummaryResult, source_tokens, target_for
+from .summarizers.corrections import diff_corrections, enforce, required_lines
 from .upkeep import refill_plan
 from .summary_notes import (
     SummaryFrontmatter,
@@ -58,14 +60,18 @@ PROVIDER_BACKOFF_SECONDS = 60.0
 
 
 def message_for_summary(msg: Message) -> str:
-    """A message as plain text for a summarizer: role, text, tool calls and results."""
+    """A message as plain text for a summarizer: role, text, tool calls and results.
+
+    Thinking blocks are left out: they are the agent's scratch work, not what
+    happened, and a summary must not present them as findings.
+    """
     out: list[str] = []
     for block in msg.content:
         kind = block.get("type")
         if kind == "text":
             out.append(str(block.get("text", "")))
-        elif kind == "thinking":
-            out.append(f"(thinking) {block.get('thinking', '')}")
+        elif kind in ("thinking", "redacted_thinking"):
+            continue
         elif kind == "tool_call":
             out.append(f"-> tool call {block.get('name')} [{block.get('id')}]: {json.dumps(block.get('arguments'), ensure_ascii=False)}")
         elif kind == "tool_result":
@@ -346,30 +352,88 @@ class Compactor:
             try:
                 return summarize_with_escalation(self.summarizer, request), None
             except SummarizerError as exc:
-                if not hard or isinstance(self.summarizer, ExtractiveSummarizer):
+                if not hard or isinstance(self.summarizer, DigestSummarizer):
                     raise
                 # While the provider is down, a blocked assemble must not wait on it chunk after chunk.
                 self._failed_at, self._recent_failure = time.monotonic(), str(exc)
                 failure = str(exc)
-        result = summarize_with_escalation(ExtractiveSummarizer(self.settings.summary_max_input_tokens), request)
+        result = summarize_with_escalation(self._digest(), request)
         report.fallbacks.append(node_id)
-        return result, f"extractive (fallback: {self.summarizer.name} failed: {failure[:120]})"
+        return result, f"{DIGEST_NAME} (fallback: {self.summarizer.name} failed: {failure[:120]})"
+
+    def _digest(self) -> DigestSummarizer:
+        return DigestSummarizer(self.settings.summary_max_input_tokens)
+
+    # -- building requests -----------------------------------------------------------
+
+    def _leaf_items(self, chunk: list[MessageRow]) -> tuple[SourceItem, ...]:
+        return tuple(
+            SourceItem(id=row.id, kind="message", text=message_for_summary(msg), role=row.role, at=row.at,
+                       message=msg, link=message_link(row.path, row.id)[2:-2])
+            for row, msg in self.log.read_rows(chunk)
+        )
+
+    def _condensed_items(self, run: list[SummaryRow], refresh: bool) -> tuple[SourceItem, ...]:
+        return tuple(
+            SourceItem(id=r.id, kind="summary", text=r.body, at=r.earliest_at, depth=r.depth,
+                       edited=r.human_owned or (refresh and self._has_human_below(r)),
+                       link=self.dag.link_path(r.id), latest_at=r.latest_at,
+                       corrections=self._corrections_of(r) if r.human_owned else ())
+            for r in run
+        )
+
+    def _request(self, conv: str, depth: int, items: tuple[SourceItem, ...], previous: str | None = None) -> SummaryRequest:
+        """The request for a node over ``items``: its target follows the size of the input.
+
+        A person's corrections are carried on top of the target: they are kept
+        whole, and must not squeeze out the summary (or push it into truncation).
+        """
+        cap = self.settings.leaf_target_tokens if depth == 0 else self.settings.condensed_target_tokens
+        source = source_tokens(items)
+        target = target_for(depth, source, cap)
+        carried = self._required(items)
+        if carried:
+            target = min(max(1, source - 1), target + count_tokens("\n".join(carried)) + 1)
+        return SummaryRequest(conversation=conv, depth=depth, items=items, target_tokens=target, previous=previous)
+
+    def _previous(self, conv: str, depth: int, first_seq: int | None) -> str | None:
+        """Body of the newest node of ``depth`` that ends before ``first_seq`` (context for an LLM)."""
+        if first_seq is None:
+            return None
+        rows = self.dag.catalog.execute(
+            "SELECT id FROM summaries WHERE conv=? AND depth=? AND last_seq < ? AND (parent IS NULL OR parent <> '!invalid') "
+            "ORDER BY last_seq DESC LIMIT 1",
+            (conv, depth, first_seq),
+        )
+        row = self.dag.get(rows[0][0]) if rows else None
+        return row.body if row is not None else None
+
+    @staticmethod
+    def _required(items: tuple[SourceItem, ...]) -> list[str]:
+        """The correction lines a summary of ``items`` must carry."""
+        return required_lines(
+            (item.text for item in items if item.kind == "summary"),
+            ((c, item.link) for item in items for c in item.corrections),
+        )
+
+    def _finish(self, text: str, items: tuple[SourceItem, ...]) -> str:
+        """The summary holding every correction its sources carry (and no forged one)."""
+        return enforce(text, self._required(items))
+
+    # -- writing nodes -----------------------------------------------------------------
 
     def _write_leaf(
         self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False,
         node_id: str | None = None,
     ) -> SummaryRow:
-        pairs = self.log.read_rows(chunk)
-        items = tuple(
-            SourceItem(id=row.id, kind="message", text=message_for_summary(msg), role=row.role, at=row.at)
-            for row, msg in pairs
-        )
+        items = self._leaf_items(chunk)
         ids = [row.id for row in chunk]
         return self._write_node(
-            conv, "leaf", 0, ids, items, self.settings.leaf_target_tokens, report, hard, refresh, force,
+            conv, "leaf", 0, ids, items, report, hard, refresh, force,
             earliest=min(r.at for r in chunk), latest=max(r.at for r in chunk), descendants=len(chunk),
             sources_digest=sources_hash([r.hash for r in chunk]), links=[message_link(r.path, r.id) for r in chunk],
             node_id=node_id,
+            first_seq=min(r.seq for r in chunk),
         )
 
     def _write_condensed(
@@ -377,24 +441,23 @@ class Compactor:
         node_id: str | None = None,
     ) -> SummaryRow:
         depth = max(r.depth for r in run) + 1
-        items = tuple(
-            SourceItem(id=r.id, kind="summary", text=r.body, at=r.earliest_at, depth=r.depth,
-                       edited=r.human_owned or (refresh and self._has_human_below(r)))
-            for r in run
-        )
+        items = self._condensed_items(run, refresh)
         ids = [r.id for r in run]
+        seqs = [r.first_seq for r in run if r.first_seq is not None]
         return self._write_node(
-            conv, "condensed", depth, ids, items, self.settings.condensed_target_tokens, report, hard, refresh, force,
+            conv, "condensed", depth, ids, items, report, hard, refresh, force,
             earliest=min(r.earliest_at for r in run), latest=max(r.latest_at for r in run),
             descendants=sum(r.descendant_count for r in run),
             sources_digest=sources_hash([r.body_hash for r in run]), links=[summary_link(i) for i in ids],
             node_id=node_id,
+            first_seq=min(seqs) if seqs else None,
         )
 
     def _write_node(
-        self, conv: str, kind: str, depth: int, ids: list[str], items: tuple[SourceItem, ...], target: int,
+        self, conv: str, kind: str, depth: int, ids: list[str], items: tuple[SourceItem, ...],
         report: CompactionReport, hard: bool, refresh: bool, force: bool, *,
-        earliest: str, latest: str, descendants: int, sources_digest: str, links: list[str], node_id: str | None = None,
+        earliest: str, latest: str, descendants: int, sources_digest: str, links: list[str], first_seq: int | None,
+        node_id: str | None = None,
     ) -> SummaryRow:
         """Summarize ``items`` and write the node's note (the part leaves and condensed nodes share).
 
@@ -402,9 +465,10 @@ class Compactor:
         because a deleted source was rebuilt differently.
         """
         node_id = node_id or make_summary_id(conv, depth, ids)
-        request = SummaryRequest(conversation=conv, depth=depth, items=items, target_tokens=target)
+        request = self._request(conv, depth, items, self._previous(conv, depth, first_seq))
         result, fallback = self._summarize(request, hard, report, node_id)
-        body = note_body(result.text)
+        text = self._finish(result.text, items)
+        body = note_body(text)
         fm = SummaryFrontmatter(
             id=node_id,
             kind=kind,  # type: ignore[arg-type]
@@ -415,7 +479,7 @@ class Compactor:
             descendant_count=descendants,
             source_count=len(ids),
             source_tokens=source_tokens(items),
-            token_count=result.tokens,
+            token_count=count_tokens(text) if text != result.text else result.tokens,
             summarizer=fallback or result.summarizer,
             prompt=result.prompt,
             level=result.level,
@@ -457,6 +521,33 @@ class Compactor:
             out.extend(made)
         return out
 
+    # -- corrections -------------------------------------------------------------------
+
+    def _corrections_of(self, row: SummaryRow) -> tuple[str, ...]:
+        """What a person changed in ``row`` (a human-owned note), one line per change."""
+        original = self.dag.generated_body(row.id)
+        if original is None:
+            original = self._regenerated(row)
+        return tuple(diff_corrections(original, row.body))
+
+    def _regenerated(self, row: SummaryRow) -> str | None:
+        """The body the digest wrote for ``row``, written again (None when it cannot be had back exactly)."""
+        if row.summarizer != DIGEST_NAME:
+            return None  # an LLM does not say the same thing twice
+        if row.kind == "leaf":
+            found = self.log.catalog.rows_by_ids(row.sources)
+            if len(found) != len(row.sources):
+                return None
+            items = self._leaf_items([found[i] for i in row.sources])
+        else:
+            children = self.dag.children(row.id)
+            if len(children) != len(row.sources):
+                return None
+            items = self._condensed_items(children, refresh=False)
+        result = summarize_with_escalation(self._digest(), self._request(row.conv, row.depth, items))
+        body = note_body(self._finish(result.text, items))
+        return body if body_hash(body) == row.gen_hash else None
+
     def _has_human_below(self, row: SummaryRow) -> bool:
         """Whether a person corrected this node or one below it (worth a walk only when refreshing)."""
         stack = [row]
@@ -469,7 +560,13 @@ class Compactor:
         return False
 
     def _refresh_stale(self, conv: str, report: CompactionReport, hard: bool) -> None:
-        """Regenerate stale nodes nobody owns, lowest depth first, so corrections rise to the top."""
+        """Regenerate stale nodes nobody owns, lowest depth first, so corrections rise to the top.
+
+        Every note of the conversation is checked first (a full stat): a person's
+        in-place save leaves the folder's mtime alone, and compaction must see it
+        without `watch` or `doctor` having run.
+        """
+        self.dag.sync(conv, full=True)
         tried: set[str] = set()  # a node whose refresh could not be written is not tried again in this run
         for _ in range(64):  # a DAG is never that deep; guards against a pathological loop
             stale = [

@@ -385,6 +385,13 @@ class Dag:
                     (rel, conv, size, mtime_ns, rel),
                 )
             return
+        old = self.get(fm.id)
+        if old is not None and not old.human_owned and old.gen_hash == fm.body_sha256 != body_hash(body):
+            # A person just edited a note the engine wrote: keep what the engine wrote, so the
+            # nodes above can carry exactly what changed (see generated_body).
+            self.catalog.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"generated_body:{fm.id}", old.body)
+            )
         self._store(conv, rel, size, mtime_ns, fm, body)
 
     def _store(self, conv: str, rel: str, size: int, mtime_ns: int, fm: SummaryFrontmatter, body: str,
@@ -508,7 +515,7 @@ class Dag:
         """Rebuild coverage, parents, positions and staleness of ``conv`` from the mirrored notes."""
         rows = {r.id: r for r in self.all(conv)}
         nodes = {r.id: Node(r.id, r.path, r.kind, r.depth, tuple(s.link or s.id or "" for s in r.links),
-                            r.human_owned, r.body_hash, r.sources_hash) for r in rows.values()}
+                            r.human_owned, r.body_hash, r.sources_hash, exact_body_hash(r.body)) for r in rows.values()}
         blocks = [b for r in rows.values() if r.kind == "leaf" for b in (_block(s) for s in r.links) if b]
         messages = self.catalog.rows_by_ids(blocks)
         resolve = _Resolver(self, conv, rows, messages)
@@ -558,6 +565,18 @@ class Dag:
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"gaps:{conv}", json.dumps(sorted(gaps))))
 
     # -- queries -----------------------------------------------------------------
+
+    def generated_body(self, summary_id: str) -> str | None:
+        """The body the engine wrote for a note a person has since edited, if the catalog saw it.
+
+        Derived state like the rest of the catalog: None after a rebuild, or when
+        it no longer matches the note's ``body_sha256``.
+        """
+        row = self.get(summary_id)
+        found = self.catalog.execute("SELECT value FROM meta WHERE key=?", (f"generated_body:{summary_id}",))
+        if row is None or not found or body_hash(found[0][0]) != row.gen_hash:
+            return None
+        return str(found[0][0])
 
     def _rows(self, where: str, params: tuple) -> list[SummaryRow]:
         return [SummaryRow(*r) for r in self.catalog.execute(f"SELECT {_COLUMNS} FROM summaries WHERE {where}", params)]

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .fsutil import TEMP_PREFIX, atomic_write, read_file, truncate
+from .bases import INDEX_NOTE, INDEX_TAG
 from .upkeep import resolve_note_conflict
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class Doctor:
         *,
         conversations: Callable[[], list[str]],
         resync: Callable[[str], None],
-        write_home: Callable[[str], bool],
+        refresh_views: Callable[[], list[str]],
     ) -> None:
         self.layout = layout
         self.catalog = catalog
@@ -112,7 +113,7 @@ class Doctor:
         self.compactor = compactor
         self.conversations = conversations
         self.resync = resync
-        self.write_home = write_home
+        self.refresh_views = refresh_views
 
     # -- examining ---------------------------------------------------------------
 
@@ -240,6 +241,7 @@ class Doctor:
         (a conflict changes either). That keeps doctor's cost off the history.
         """
         candidates: set[str] = {self.layout.relative(self.layout.home_note(c)) for c in self.conversations()}
+        candidates.add(INDEX_NOTE)
         candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='invalid'")}
         candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM summaries WHERE gen_hash<>body_hash")}
         for rel, path, text in self._conflicted(candidates):
@@ -276,6 +278,9 @@ class Doctor:
         return done
 
     def _is_home(self, path: Path) -> bool:
+        """A derived note: a conversation's home note, or the vault's index note (when vaultlcm wrote it)."""
+        if path == self.layout.root / INDEX_NOTE:
+            return INDEX_TAG in read_file(path).decode("utf-8", errors="replace")
         return path.parent.parent == self.layout.conversations_dir and path.stem == path.parent.name
 
     def _temp_files(self) -> list[Path]:
@@ -343,8 +348,7 @@ class Doctor:
             done += self._resummarize(conv)
             self.catalog.execute("DELETE FROM problems WHERE conv=? AND kind='log_edit'", (conv,))
             self.catalog.execute("DELETE FROM failures WHERE conv=?", (conv,))
-            if self.write_home(conv):
-                done.append(f"regenerated {layout.relative(layout.home_note(conv))}")
+        done += [f"regenerated {rel}" for rel in self.refresh_views()]  # home notes and the index note
         index = self.indexer.ready()
         drift = self.indexer.drift()
         if drift["missing"] or drift["extra"]:

@@ -131,3 +131,7 @@ class IndexError_(VaultLCMError):
 
 class ValidationProblem(VaultLCMError):
     """A hand-edited note failed validation; names the file and field."""
+
+
+class IntegrationError(VaultLCMError):
+    """An agent's own configuration (Claude Code's settings) cannot be read or merged; names the file."""

@@ -73,6 +73,7 @@ class IndexKeeper:
         *,
         conversations: Callable[[], list[str]],
         sync: Callable[[str], None],
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.layout = layout
         self.settings = settings
@@ -81,6 +82,8 @@ class IndexKeeper:
         self.dag = dag
         self.conversations = conversations
         self.sync = sync
+        #: Applied to summary text before it is indexed: a person may paste a secret into a note.
+        self.redact = redact
         self._index: SearchIndex | None = None
         self._caught_up = False
         # What this process has put in the index, per conversation, so that writes made by
@@ -178,10 +181,18 @@ class IndexKeeper:
                     break
                 for s in batch:
                     if s.parent != "!invalid":
-                        yield summary_doc(s)
+                        yield self._summary_doc(s)
                         if progress:
                             progress(1)
                 after = batch[-1].id
+
+    def _summary_doc(self, row: "SummaryRow") -> IndexDoc:
+        doc = summary_doc(row)
+        if self.redact is None:
+            return doc
+        from dataclasses import replace
+
+        return replace(doc, text=self.redact(doc.text))
 
     def catch_up(self) -> dict[str, int]:
         """Index what the catalog has and the index lacks (by content hash); drop what is gone."""
@@ -204,7 +215,7 @@ class IndexKeeper:
             for sid in (i for i in missing if i.startswith("sum_")):
                 row = self.dag.get(sid)
                 if row is not None:
-                    index.add([summary_doc(row)])
+                    index.add([self._summary_doc(row)])
                     added += 1
         self._caught_up = True
         self._set_marks()
@@ -344,7 +355,7 @@ class IndexKeeper:
             self._dirty()
             self._sum_known.setdefault(row.conv, {})[row.id] = row.body_hash
             try:
-                self._index.add([summary_doc(row)])
+                self._index.add([self._summary_doc(row)])
             except IndexError_:
                 self._caught_up = False
 

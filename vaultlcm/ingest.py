@@ -10,14 +10,18 @@ stored``) and for scripts (``ids`` in input order).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from . import formats
 from .errors import InputFormatError, UsageError
 from .formats import Incoming
 from .messages import Message, message_from_native
+
+if TYPE_CHECKING:
+    from .secrets import Redactor
 
 
 @dataclass
@@ -32,6 +36,8 @@ class IngestReport:
     already_stored: int = 0
     #: ``(line, reason)`` of lines left out with ``skip_bad_lines``.
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
+    #: Secrets replaced by ``[redacted: kind]`` in the messages this call stored, by kind.
+    redacted: dict[str, int] = field(default_factory=dict)
     #: What the git auto-commit did (``git_auto_commit`` / ``--git-commit``), when asked for.
     commit: str | None = None
 
@@ -43,6 +49,7 @@ class IngestReport:
             "new": self.new,
             "already_stored": self.already_stored,
             "skipped_lines": [{"line": line, "reason": reason} for line, reason in self.skipped_lines],
+            "redacted": self.redacted,
             **({"commit": self.commit} if self.commit is not None else {}),
         }
 
@@ -55,6 +62,10 @@ class IngestReport:
             lines = ", ".join(str(line) for line, _ in self.skipped_lines[:5])
             more = "…" if len(self.skipped_lines) > 5 else ""
             parts.append(f"{len(self.skipped_lines)} bad line(s) skipped ({lines}{more})")
+        from .secrets import describe_counts
+
+        if self.redacted:
+            parts.append(describe_counts(self.redacted))
         return f"{self.conversation}: {', '.join(parts)} ({self.format})"
 
 
@@ -110,3 +121,39 @@ def incoming_from_api(
         raw.append((i + 1, message.to_native()))
     keys = formats.record_keys(raw) if keyed else [None] * len(prepared)
     return [Incoming(message=m, key=k) for m, k in zip(prepared, keys)]
+
+
+def redact_incoming(incoming: list[Incoming], redactor: "Redactor", *, stored: Collection[str] = ()
+                    ) -> tuple[list[Incoming], list[Counter[str]]]:
+    """Every string of every message (and its thread links) with secrets replaced; counts per message.
+
+    Import keys were computed from the records as given, so re-importing the same
+    file still finds them: the key identifies the source record, not the stored text.
+    Messages whose key is in ``stored`` are already in the vault (they will not be
+    written again) and are passed through as they are.
+    """
+    out: list[Incoming] = []
+    counts: list[Counter[str]] = []
+    todo = [not (inc.key and inc.key in stored) for inc in incoming]
+    among = redactor.batch_keywords(
+        [inc.message.role, inc.message.content, inc.message.extra, inc.thread] for inc, do in zip(incoming, todo)
+        if do)
+    for inc, do in zip(incoming, todo):
+        found: Counter[str] = Counter()
+        if not do or among is not None and not among:
+            out.append(inc)
+            counts.append(found)
+            continue
+        m = inc.message
+        role = redactor.redact_text(m.role, found, among)
+        content = redactor.redact_value(m.content, found, among)
+        extra = redactor.redact_value(m.extra, found, among)
+        # hints repeat field names (key order): redacted alike, counted once (in extra)
+        hints = redactor.redact_value(m.hints, None, among)
+        thread = redactor.redact_value(inc.thread, found, among) if inc.thread else inc.thread
+        if found or hints is not m.hints:
+            message = m.model_copy(update={"role": role, "content": content, "extra": extra, "hints": hints})
+            inc = replace(inc, message=message, thread=thread)
+        out.append(inc)
+        counts.append(found)
+    return out, counts

@@ -243,7 +243,7 @@ def _same_rule(line: str) -> str:
     return " ".join(line.strip().strip("/").split())
 
 
-def merge_lines(path: Path, template: str) -> list[str]:
+def merge_lines(path: Path, template: str, *, header: str = "# added by vaultlcm init") -> list[str]:
     """Add the rules of ``template`` that ``path`` lacks (after a marker comment); returns the lines added.
 
     Idempotent, and a person's lines are never changed or reordered: ours go at
@@ -258,7 +258,7 @@ def merge_lines(path: Path, template: str) -> list[str]:
     if not missing:
         return []
     eol = "\r\n" if "\r\n" in text else "\n"
-    block = eol.join(["# added by vaultlcm init", *missing]) + eol
+    block = eol.join([header, *missing]) + eol
     sep = "" if not text or text.endswith("\n") else eol
     if text and not text.endswith("\n\n") and not (eol == "\r\n" and text.endswith("\r\n\r\n")):
         sep += eol

@@ -140,8 +140,12 @@ class MessageLog:
 
     # -- appending ---------------------------------------------------------------
 
-    def append(self, conv: str, incoming: Sequence[Incoming], *, dedupe: bool = True) -> AppendResult:
-        """Store ``incoming`` (already validated) at the end of ``conv``; all or nothing."""
+    def append(self, conv: str, incoming: Sequence[Incoming], *, dedupe: bool = True,
+               step: Callable[[], None] | None = None) -> AppendResult:
+        """Store ``incoming`` (already validated) at the end of ``conv``; all or nothing.
+
+        ``step`` (for a progress bar) is called twice per stored message: once prepared, once rendered.
+        """
         if not incoming:
             return AppendResult([])
         with self.lock(conv):
@@ -159,8 +163,8 @@ class MessageLog:
                     incoming = kept
             if not incoming:
                 return AppendResult([], skipped)
-            stored = self._prepare(conv, incoming)
-            new_days = self._write(conv, stored)
+            stored = self._prepare(conv, incoming, step)
+            new_days = self._write(conv, stored, step)
             return AppendResult(stored, skipped, new_days)
 
     def _repair(self, conv: str) -> None:
@@ -187,7 +191,8 @@ class MessageLog:
         if cut:
             self.sync(conv)
 
-    def _prepare(self, conv: str, incoming: Sequence[Incoming]) -> list[StoredMessage]:
+    def _prepare(self, conv: str, incoming: Sequence[Incoming],
+                 step: Callable[[], None] | None = None) -> list[StoredMessage]:
         seq, prev = self.catalog.last(conv)
         now = self.clock()
         out: list[StoredMessage] = []
@@ -214,18 +219,22 @@ class MessageLog:
             out.append(StoredMessage(message=msg, conversation=conv, seq=seq, at=at, tokens=message_tokens(msg),
                                      prev=prev, key=inc.key, lane=inc.lane, thread=inc.thread))
             prev = new_id
+            if step:
+                step()
         days = {sm.day for sm in out}
         if len(days) > 1:
             batch_id = hashlib.sha256("\0".join(sm.id for sm in out).encode()).hexdigest()[:12]
             out = [replace(sm, batch=(batch_id, out[0].seq, len(out))) for sm in out]
         return out
 
-    def _write(self, conv: str, stored: list[StoredMessage]) -> list[str]:
+    def _write(self, conv: str, stored: list[StoredMessage], step: Callable[[], None] | None = None) -> list[str]:
         store = FileStore(self.layout, self.layout.files_dir(conv))
         by_day: dict[str, list[bytes]] = defaultdict(list)
         for sm in stored:
             by_day[sm.day].append(render_entry(sm, store, count_tokens=count_tokens,
                                                large_tokens=self.large_payload_tokens))
+            if step:
+                step()
         # The day holding the call's last message is written last: its presence completes a batch.
         last_day = stored[-1].day
         order = sorted(by_day, key=lambda d: (d == last_day, d))

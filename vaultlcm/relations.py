@@ -47,6 +47,9 @@ class Node:
     human_owned: bool
     body_hash: str
     sources_hash: str
+    #: sha256 of the body byte for byte: what nodes written before link paths were left out of the
+    #: body hash took over their sources (so such a node is not stale for that alone).
+    exact_body_hash: str = ""
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,8 @@ def derive(
                 out.coverage.update((s, nid) for s in srcs)
             else:
                 digest = sources_hash([nodes[s].body_hash for s in srcs])
+                if digest != n.sources_hash and sources_hash([nodes[s].exact_body_hash for s in srcs]) == n.sources_hash:
+                    digest = n.sources_hash
                 out.parent.update((s, nid) for s in srcs)
             # A node waiting for a person is never regenerated: that would drop the link they must fix.
             out.stale[nid] = 0 if WAITING in out.states[nid] else int(digest != n.sources_hash or gaps[nid] > 0)

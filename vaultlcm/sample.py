@@ -42,7 +42,7 @@ class DemoReport:
         depths = ", ".join(f"depth {d}: {n}" for d, n in sorted(self.summaries_by_depth.items()))
         return "\n".join(
             [
-                f"Built {self.root} from the sample transcript (offline, extractive summarizer):",
+                f"Built {self.root} from the sample transcript (offline, digest summarizer):",
                 f"  conversation  {self.conversation}: {self.messages} messages in daily logs",
                 f"  summary DAG   {sum(self.summaries_by_depth.values())} notes ({depths})",
                 f"  top level     {', '.join(self.top_ids)}",

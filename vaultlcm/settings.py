@@ -8,13 +8,14 @@ passed down to whatever needs it; nothing deeper reads files or the environment.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import SettingsError
 
@@ -67,8 +68,9 @@ class Settings(BaseModel):
         30.0, gt=0, description="How long a writer waits for a conversation's lock before giving up."
     )
     # -- summarizers -------------------------------------------------------------
-    summarizer: Literal["extractive", "anthropic", "openai"] = Field(
-        "extractive", description="Which summarizer compaction uses: extractive (offline), anthropic or openai."
+    summarizer: Literal["digest", "extractive", "anthropic", "openai"] = Field(
+        "digest",
+        description="Which summarizer compaction uses: digest (offline; extractive is its former name), anthropic or openai.",
     )
     anthropic_model: str = Field("claude-haiku-4-5", description="Anthropic model used for summaries.")
     anthropic_base_url: str | None = Field(None, description="Override of the Anthropic API address.")
@@ -90,6 +92,37 @@ class Settings(BaseModel):
     )
     regex_timeout_seconds: float = Field(5.0, gt=0, description="Time limit of a `grep --regex` scan.")
     watch_debounce_ms: int = Field(200, ge=0, description="Quiet time per path before `watch` re-syncs it.")
+    # -- privacy -----------------------------------------------------------------
+    redact_secrets: bool = Field(
+        True,
+        description="Replace high-confidence secrets (API keys, tokens, private keys, passwords in URLs) by "
+        "[redacted: kind] before anything is written to a log, a note, files/ or the index.",
+    )
+    redact_patterns: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra secrets to redact, as kind = regular expression (its group named 'secret', else its "
+        "first group, else the whole match is replaced); e.g. { internal-token = \"itk_[A-Za-z0-9]{32}\" }.",
+    )
+
+    @field_validator("redact_patterns", mode="before")
+    @classmethod
+    def _patterns_from_env(cls, value: Any) -> Any:
+        # VAULTLCM_REDACT_PATTERNS carries the table as JSON: {"kind": "regex"}
+        if isinstance(value, str):
+            try:
+                return json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"expected a JSON object of kind: regex ({exc.msg})") from None
+        return value
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        from .secrets import check_pattern
+
+        for kind, pattern in value.items():
+            check_pattern(kind, pattern)
+        return value
     # -- git -----------------------------------------------------------------------
     git_auto_commit: bool = Field(
         False,
@@ -173,6 +206,10 @@ def _toml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, dict):  # an inline table: { kind = "value" }
+        if not value:
+            return "{}"
+        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
     raise TypeError(value)
 
 

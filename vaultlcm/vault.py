@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +25,7 @@ from .indexing import IndexKeeper, parse_when
 from .errors import GitError, InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
 from .formats import Incoming
 from .fsutil import read_file
-from .ingest import IngestReport, incoming_from_api, incoming_from_document
+from .ingest import IngestReport, incoming_from_api, incoming_from_document, redact_incoming
 from .layout import InitReport, VaultLayout, choose_state_dir, init_vault
 from .messages import Message
 from .msglog import MessageLog
@@ -34,10 +35,13 @@ from .upkeep import tidy
 
 if TYPE_CHECKING:
     from .recall import ContextView
+    from .secrets import Redactor
     from .sync import VaultWatcher
 from .summarizers.base import Summarizer
 
 EXPORT_FORMATS = formats.EXPORT_FORMATS
+#: ``progress(done, total)``: how far a long call is (for a progress bar; the library never prints).
+Progress = Callable[[int, int], None]
 
 
 def _utcnow() -> datetime:
@@ -74,13 +78,27 @@ class Vault:
         )
         self.dag = Dag(self.layout, self.catalog)
         self.indexer = IndexKeeper(self.layout, self.settings, self.catalog, self.log, self.dag,
-                                   conversations=self.conversations, sync=self.sync)
+                                   conversations=self.conversations, sync=self.sync, redact=self._redact_text)
         self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
         self._lock = threading.RLock()
         self._closed = False
         self._fully_synced: set[str] = set()
         self.created_files: list[str] = []
         self.init_report: InitReport | None = None
+        self._redactor: Any = False  # built on first use (compiles the secret rules)
+
+    def _redact_text(self, text: str) -> str:
+        redactor = self.redactor
+        return redactor.redact_text(text) if redactor is not None else text
+
+    @property
+    def redactor(self) -> "Redactor | None":
+        """What replaces secrets before anything is written (``None`` with ``redact_secrets = false``)."""
+        if self._redactor is False:
+            from .secrets import make_redactor
+
+            self._redactor = make_redactor(self.settings.redact_secrets, self.settings.redact_patterns)
+        return self._redactor  # type: ignore[return-value]
 
     def _make_summarizer(self) -> Summarizer:
         from .summarizers import make_summarizer
@@ -138,12 +156,15 @@ class Vault:
     def ingest_bytes(
         self, conversation: str, data: bytes, *, format: str = "auto", source: str = "<input>",
         skip_bad_lines: bool = False, keep_bad_timestamps: bool = False, allow_duplicates: bool = False,
-        git_commit: bool | None = None,
+        progress: Progress | None = None, refresh_views: bool = True, git_commit: bool | None = None,
     ) -> IngestReport:
         """Parse a transcript (JSON Lines, a JSON array, or one object holding ``messages``) and ingest it.
 
         Re-importing a file, or a longer version of it, stores each record once
-        (``allow_duplicates`` stores every record again). ``git_commit`` (default: the
+        (``allow_duplicates`` stores every record again). ``progress(done, total)``
+        follows the work (for a progress bar). With ``refresh_views`` the home note
+        and the vault's index note are brought up to date afterwards (a batch of
+        imports passes False and calls :meth:`refresh_views` once). ``git_commit`` (default: the
         ``git_auto_commit`` setting) commits the new messages to git afterwards.
         """
         conv = validate_conversation_name(conversation)
@@ -152,7 +173,8 @@ class Vault:
             gitsync.require_repo(self.root)  # asked for explicitly: say so before anything is written
         fmt, incoming, skipped = incoming_from_document(
             data, source=source, format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps)
-        report = self._store(conv, incoming, dedupe=not allow_duplicates, fmt=fmt)
+        report = self._store(conv, incoming, dedupe=not allow_duplicates, fmt=fmt, refresh=refresh_views,
+                             progress=progress)
         report.skipped_lines = skipped
         if (self.settings.git_auto_commit if git_commit is None else git_commit) and report.new:
             done = f"ingested {gitsync.plural(report.new, 'message')} into {conv!r}"
@@ -162,11 +184,12 @@ class Vault:
 
     def ingest_file(
         self, conversation: str, path: str | os.PathLike[str], *, format: str = "auto", skip_bad_lines: bool = False,
-        keep_bad_timestamps: bool = False, allow_duplicates: bool = False, git_commit: bool | None = None,
+        keep_bad_timestamps: bool = False, allow_duplicates: bool = False, progress: Progress | None = None,
+        git_commit: bool | None = None,
     ) -> IngestReport:
         """Ingest a transcript file (``-`` reads standard input); see :meth:`ingest_bytes`."""
         options = dict(format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps,
-                       allow_duplicates=allow_duplicates, git_commit=git_commit)
+                       allow_duplicates=allow_duplicates, progress=progress, git_commit=git_commit)
         if str(path) == "-":
             return self.ingest_bytes(conversation, sys.stdin.buffer.read(), source="<stdin>", **options)  # type: ignore[arg-type]
         p = Path(path)
@@ -180,10 +203,37 @@ class Vault:
             raise InputFormatError(f"cannot be read ({exc.strerror})", source=str(p)) from None
         return self.ingest_bytes(conversation, data, source=str(p), **options)  # type: ignore[arg-type]
 
-    def _store(self, conv: str, incoming: list[Incoming], *, dedupe: bool, fmt: str) -> IngestReport:
+    def _store(self, conv: str, incoming: list[Incoming], *, dedupe: bool, fmt: str, refresh: bool = False,
+               progress: Progress | None = None) -> IngestReport:
         self._require_writable("ingest")
-        result = self.log.append(conv, incoming, dedupe=dedupe)
+        # Secrets are replaced before anything is written; the import keys stay those of the records as given.
+        counts: list[Counter[str]] = []
+        redactor = self.redactor
+        if redactor is not None:
+            # Records already stored will be skipped by the append: no need to scan them again.
+            stored = self.catalog.existing_keys(conv, [i.key for i in incoming if i.key]) if dedupe else set()
+            incoming, counts = redact_incoming(incoming, redactor, stored=stored)
+        step = None
+        if progress is not None:
+            total, done = 2 * len(incoming), [0]
+            progress(0, total)
+
+            def step() -> None:
+                done[0] += 1
+                if done[0] % 64 == 0:
+                    progress(min(done[0], total), total)
+
+        result = self.log.append(conv, incoming, dedupe=dedupe, step=step)
+        if progress is not None:
+            progress(total, total)
         report = IngestReport(conv, fmt, new=len(result.stored), already_stored=result.skipped)
+        if any(counts):
+            stored_keys = {sm.key for sm in result.stored}
+            found: Counter[str] = Counter()
+            for inc, c in zip(incoming, counts):
+                if not result.skipped or not inc.key or inc.key in stored_keys:
+                    found.update(c)
+            report.redacted = dict(sorted(found.items()))
         if result.skipped:
             # ids in input order, the already-stored ones looked up by their import keys
             by_key = self._ids_for_keys(conv, [i.key for i in incoming if i.key])
@@ -193,7 +243,7 @@ class Vault:
                           for i in incoming]
         else:
             report.ids = [sm.id for sm in result.stored]
-        if result.new_days:
+        if result.new_days or (refresh and result.stored):
             self._derived(lambda: self._on_new_day(conv))
         return report
 
@@ -224,12 +274,39 @@ class Vault:
             )
 
     def _on_new_day(self, conv: str) -> None:
-        """Rewrite the conversation's home note (a derived view) if its text changed."""
+        """Rewrite the conversation's home note and the vault's index note (derived views) if their text changed."""
+        self.refresh_views([conv])
+
+    def refresh_views(self, conversations: Iterable[str] | None = None) -> list[str]:
+        """Bring the derived notes up to date: the home notes of ``conversations`` (default: all),
+        the vault's index note, its Bases tables and property types (see :mod:`vaultlcm.bases`).
+
+        Each is written only if its text changed; returns the vault-relative paths written.
+        """
+        from .bases import INDEX_NOTE, conversation_stats, write_views
+        from .layout import merge_lines
         from .home import write_home
 
         if self.read_only:
-            return
-        write_home(self, conv)
+            return []
+        written: list[str] = []
+        for conv in self.conversations() if conversations is None else conversations:
+            if write_home(self, conv):
+                written.append(self.layout.relative(self.layout.home_note(conv)))
+        on_disk = self.conversations()
+        stats = conversation_stats(self.catalog, self.layout, on_disk)
+        missing = [s.name for s in stats if (not s.messages and s.days) or (
+            not s.summaries and any(self.layout.summaries_dir(s.name).glob("*.md")))]
+        if missing:  # the state folder was rebuilt: catch those conversations up first
+            for conv in missing:
+                self.sync(conv)
+            stats = conversation_stats(self.catalog, self.layout, on_disk)
+        written += write_views(self.layout, stats, self.log.home_link)
+        if INDEX_NOTE in written and (self.root / ".gitignore").is_file():
+            # derived like the home notes: kept out of git so two machines never conflict over it
+            merge_lines(self.layout.inside(self.root / ".gitignore"), f"/{INDEX_NOTE}\n",
+                        header="# vaultlcm: the index note is derived (regenerated, never merged)")
+        return written
 
     def _after_compaction(self, conv: str, report: CompactionReport) -> None:
         if report.created or report.refreshed:
@@ -343,21 +420,24 @@ class Vault:
 
     def compact(
         self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None,
-        git_commit: bool | None = None,
+        progress: Progress | None = None, git_commit: bool | None = None,
     ) -> list[CompactionReport]:
         """Summarize old messages of one conversation (or all) until under the soft threshold (all, with force).
 
         First, what people did to the notes is taken care of: links that moved notes
         left behind are rewritten, notes a git merge set aside are removed.
         ``git_commit`` (default: the ``git_auto_commit`` setting) commits what
-        changed, one commit per conversation.
+        changed, one commit per conversation. ``progress(done, total)`` counts
+        conversations.
         """
         convs = [self.require_conversation(conversation)] if conversation else self.conversations()
         want = self.settings.git_auto_commit if git_commit is None else git_commit
         if git_commit:
             gitsync.require_repo(self.root)
         reports = []
-        for conv in convs:
+        for n, conv in enumerate(convs):
+            if progress is not None:
+                progress(n, len(convs))
             with self._lock:
                 mark = len(self.dag.journal)
                 tidied = tidy(self.dag, conv) if not self.read_only else []
@@ -368,6 +448,8 @@ class Vault:
                     report.commit = self._commit(conv, self.dag.journal[mark:], _compact_message(self, conv, report),
                                                  explicit=bool(git_commit), done=f"compacted {conv!r}")
             reports.append(report)
+        if progress is not None:
+            progress(len(convs), len(convs))
         return reports
 
     def _commit(self, conv: str, notes: list[str], message: str, *, explicit: bool, done: str) -> str | None:
@@ -423,20 +505,27 @@ class Vault:
     def status(self) -> dict[str, Any]:
         """Per conversation: messages, tokens, days, time span, summaries and the active context."""
         from .compaction import item_tokens
+        from .redaction_tally import RedactionTally
 
         for conv in self.conversations():
             self.sync(conv)
         convs = []
+        tally = RedactionTally(self.layout)
+        redacted: Counter[str] = Counter()
         for conv, count, tokens, days, first, last in self.catalog.stats():
             summaries = self.dag.all(conv)
             active = self.dag.active(conv)
+            secrets = tally.counts(conv)
+            redacted.update(secrets)
             convs.append({
                 "conversation": conv, "messages": count, "tokens": tokens, "days": days, "first_at": first,
                 "last_at": last, "summaries": len(summaries),
                 "max_depth": max((s.depth for s in summaries), default=None),
                 "active_items": len(active), "active_tokens": sum(item_tokens(i) for i in active),
+                "redacted": secrets,
             })
-        return {"vault": str(self.root), "conversations": convs}
+        tally.save()
+        return {"vault": str(self.root), "conversations": convs, "redacted": dict(sorted(redacted.items()))}
 
     # -- recall ------------------------------------------------------------------
 
@@ -520,20 +609,20 @@ class Vault:
         ``clean`` is true when there are no problems (warnings are routine work).
         """
         from .doctor import Doctor
-        from .home import write_home
 
         def resync(conv: str) -> None:
             self._fully_synced.discard(conv)  # a person may have edited any note since
             self.sync(conv)
 
         doctor = Doctor(self.layout, self.catalog, self.dag, self.log, self.indexer, self.compactor,
-                        conversations=self.conversations, resync=resync, write_home=lambda c: write_home(self, c))
+                        conversations=self.conversations, resync=resync, refresh_views=self.refresh_views)
         with self._lock:
             fixed: list[str] = []
             if fix:
                 self._require_writable("repair the vault")
                 self._fully_synced.clear()
                 fixed = doctor.fix()
+                fixed += [f"regenerated {path}" for path in self.refresh_views()]
             report = doctor.examine()
             report.fixed = fixed
             return report.to_dict()

@@ -1,8 +1,8 @@
 """Summarizers: turn messages (or lower summaries) into summary text.
 
 ``make_summarizer(settings)`` returns the one chosen by ``settings.summarizer``:
-the offline :class:`ExtractiveSummarizer` (default), :class:`AnthropicSummarizer`
-or :class:`OpenAISummarizer`. Compaction calls
+the offline :class:`DigestSummarizer` (default; ``"extractive"``, its former
+name, still selects it), :class:`AnthropicSummarizer` or :class:`OpenAISummarizer`. Compaction calls
 :func:`summarize_with_escalation`, which guarantees a summary smaller than its
 source. The provider classes import their SDK only on first use, so importing
 this package stays cheap.
@@ -23,17 +23,24 @@ from .base import (
     SummaryRequest,
     SummaryResult,
     summarize_with_escalation,
+    target_for,
     template_for_depth,
 )
-from .extractive import EXPAND_PREFIX, ExtractiveSummarizer
+from .body import CORRECTION_PREFIX
+from .digest import DIGEST_NAME, DigestSummarizer
 from .openai_compat import OpenAISummarizer
 from .prompts import TEMPLATE_NAMES, ask_prompt, load_template, render_items, render_template
 
+#: The former name of the digest summarizer, kept so code written against it keeps working.
+ExtractiveSummarizer = DigestSummarizer
+
 __all__ = [
-    "EXPAND_PREFIX",
+    "CORRECTION_PREFIX",
+    "DIGEST_NAME",
     "TEMPLATE_NAMES",
     "TRUNCATION_MARKER",
     "AnthropicSummarizer",
+    "DigestSummarizer",
     "ExtractiveSummarizer",
     "OpenAISummarizer",
     "SourceItem",
@@ -46,6 +53,7 @@ __all__ = [
     "render_items",
     "render_template",
     "summarize_with_escalation",
+    "target_for",
     "template_for_depth",
 ]
 
@@ -69,5 +77,5 @@ def make_summarizer(
         return AnthropicSummarizer(settings, env, template_dir=template_dir, max_input_tokens=limit)
     if settings.summarizer == "openai":
         return OpenAISummarizer(settings, env, template_dir=template_dir, max_input_tokens=limit)
-    return ExtractiveSummarizer(max_input_tokens=limit)
+    return DigestSummarizer(max_input_tokens=limit)
 

@@ -20,7 +20,7 @@ from .llm import LLMSummarizer
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 KEY_ENV = "ANTHROPIC_API_KEY"
 _INSTALL_HINT = (
-    "install it with `pip install 'vaultlcm[anthropic]'`, or set summarizer = \"extractive\" in vaultlcm.toml"
+    "install it with `pip install 'vaultlcm[anthropic]'`, or set summarizer = \"digest\" in vaultlcm.toml"
 )
 
 
@@ -53,7 +53,7 @@ class AnthropicSummarizer(LLMSummarizer):
         key = environ.get(KEY_ENV, "")
         if not key:
             raise ProviderConfigError(
-                f"{KEY_ENV} is not set: export it, or set summarizer = \"extractive\" in vaultlcm.toml"
+                f"{KEY_ENV} is not set: export it, or set summarizer = \"digest\" in vaultlcm.toml"
             )
         # The SDK would read ANTHROPIC_BASE_URL from os.environ itself; resolving
         # it here keeps `environ` the single source (and testable).

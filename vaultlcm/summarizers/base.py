@@ -23,11 +23,15 @@ tokens its prompt adds around the items (see :func:`bound_items`).
 from __future__ import annotations
 
 import importlib.util
+import math
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import SummarizerError
 from ..tokens import count_tokens, truncate_to_tokens
+
+if TYPE_CHECKING:
+    from ..messages import Message
 
 #: First line of every deterministically truncated summary; tells the reader
 #: (person or model) that this is not a real summary and where detail lives.
@@ -57,6 +61,14 @@ class SourceItem:
     """Depth of a summary item."""
     edited: bool = False
     """A person corrected this summary (or one below it): its facts take precedence."""
+    message: Message | None = None
+    """The structured message (leaf items): blocks, tool calls and results, as stored."""
+    link: str | None = None
+    """Wikilink target of the source: ``conversations/c/logs/2026-11-02#^m-…`` or ``sum_…``."""
+    latest_at: str | None = None
+    """ISO timestamp of the newest covered message (summaries)."""
+    corrections: tuple[str, ...] = ()
+    """What a person changed in this summary, one line each; every summary above keeps it verbatim."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,8 @@ class SummaryRequest:
     """Depth of the node to produce: 0 = leaf over messages, >= 1 = condensed over depth-1 summaries."""
     items: tuple[SourceItem, ...]
     target_tokens: int
+    previous: str | None = None
+    """The newest earlier summary at the same depth, as context ("do not repeat what it says")."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +92,7 @@ class SummaryResult:
     level: str
     """``"normal"``, ``"aggressive"`` or ``"truncated"``."""
     summarizer: str
-    """Name of the summarizer, e.g. ``"extractive"`` or ``"anthropic:claude-haiku-4-5"``."""
+    """Name of the summarizer, e.g. ``"digest"`` or ``"anthropic:claude-haiku-4-5"``."""
     prompt: str
     """Template used: ``leaf``, ``depth-1``, ``depth-2``, ``depth-3plus``, ``aggressive`` or ``truncate``."""
     tokens: int
@@ -98,7 +112,7 @@ class Summarizer(Protocol):
         ...
 
     def complete(self, system: str, prompt: str, max_tokens: int) -> str:
-        """A free-form LLM call (used by ``ask``); the extractive summarizer raises NotImplementedError."""
+        """A free-form LLM call (used by ``ask``); the digest summarizer raises NotImplementedError."""
         ...
 
 
@@ -114,6 +128,21 @@ def template_for_depth(depth: int) -> str:
     if depth == 2:
         return "depth-2"
     return "depth-3plus"
+
+
+#: Share of its source a summary aims at, by depth: a leaf a third, condensed nodes a third
+#: (depth 1) to a quarter (above), so a summary always compresses what it covers.
+TARGET_RATIO = {0: 1 / 3, 1: 1 / 3, 2: 0.3}
+UPPER_TARGET_RATIO = 1 / 4
+#: Smallest target worth asking for: three or four short lines with their links (a link alone costs
+#: about 30 tokens), so a short stretch of history is not squeezed into a single line.
+MIN_TARGET_TOKENS = 160
+
+
+def target_for(depth: int, source: int, cap: int) -> int:
+    """Target size of a summary of ``source`` tokens at ``depth``: it follows the input, up to ``cap``."""
+    ratio = TARGET_RATIO.get(depth, UPPER_TARGET_RATIO)
+    return max(1, min(cap, max(MIN_TARGET_TOKENS, math.floor(source * ratio))))
 
 
 def aggressive_target(target_tokens: int) -> int:
@@ -317,7 +346,7 @@ def provider_error(
                "unreachable: raise llm_timeout_seconds in vaultlcm.toml or try again later")
     elif isinstance(exc, cls("APIConnectionError")):
         msg = (f"{where} could not connect{after} ({_api_detail(exc)}); check the address and "
-               "your network, or set summarizer = \"extractive\" in vaultlcm.toml")
+               "your network, or set summarizer = \"digest\" in vaultlcm.toml")
     elif isinstance(exc, cls("OverloadedError")) or status == 529:
         msg = (f"{where} failed: the provider is overloaded (HTTP 529){after}; "
                "compaction will retry later, or raise llm_max_retries")

@@ -24,7 +24,7 @@ LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 #: Sent as the key to local servers that ignore it (the SDK insists on one).
 PLACEHOLDER_KEY = "not-needed"
 _INSTALL_HINT = (
-    "install it with `pip install 'vaultlcm[openai]'`, or set summarizer = \"extractive\" in vaultlcm.toml"
+    "install it with `pip install 'vaultlcm[openai]'`, or set summarizer = \"digest\" in vaultlcm.toml"
 )
 
 
@@ -71,7 +71,7 @@ class OpenAISummarizer(LLMSummarizer):
                 raise ProviderConfigError(
                     f"{self.key_env} is not set but {self.base_url} is not a local endpoint: export "
                     f"{self.key_env}, name another variable with openai_api_key_env, or set "
-                    "summarizer = \"extractive\" in vaultlcm.toml"
+                    "summarizer = \"digest\" in vaultlcm.toml"
                 )
             key = PLACEHOLDER_KEY
         super().__init__(settings, key, template_dir=template_dir, max_input_tokens=max_input_tokens)

@@ -13,8 +13,15 @@ transcript containing ``$items`` cannot inject anything. A leading HTML comment
 (``<!-- ... -->``) documents the template and is stripped before sending.
 
 Placeholders: summarization templates get ``$conversation``, ``$depth``,
-``$target_tokens``, ``$item_count`` and ``$items``; ``ask.md`` gets
-``$question``, ``$conversation``, ``$max_tokens`` and ``$items``.
+``$target_tokens``, ``$source_tokens``, ``$item_count``, ``$span`` (the time
+range covered), ``$previous`` (the summary written just before at the same
+depth, wrapped in the untrusted-data markers, or a line saying there is none)
+and ``$items``; ``ask.md`` gets ``$question``, ``$conversation``,
+``$max_tokens`` and ``$items``.
+
+Prompts are incremental: the previous summary at the same depth is context
+the model is told not to repeat, so consecutive summaries read as one account
+instead of restating the same background.
 """
 
 from __future__ import annotations
@@ -27,12 +34,26 @@ from string import Template
 
 from ..errors import SummarizerError
 from ..tokens import count_tokens
-from .base import SourceItem, SummaryRequest, aggressive_target, bound_items, template_for_depth
+from .base import (
+    SourceItem,
+    SummaryRequest,
+    aggressive_target,
+    bound_items,
+    cut_text,
+    source_tokens,
+    template_for_depth,
+)
+from .body import CORRECTION_PREFIX
+from .phrases import time_span
 
 TEMPLATE_NAMES = ("system", "leaf", "depth-1", "depth-2", "depth-3plus", "aggressive", "ask")
 #: The markers around untrusted content; every template refers to them by name.
 BEGIN_MARK = "<<<BEGIN UNTRUSTED DATA>>>"
 END_MARK = "<<<END UNTRUSTED DATA>>>"
+
+#: The previous summary is context, not material: it is sent at most this long.
+PREVIOUS_MAX_TOKENS = 1500
+NO_PREVIOUS = "(none: this is the first summary at this depth)"
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _HEADER_RE = re.compile(r"\A\s*<!--.*?-->\s*", re.DOTALL)
@@ -81,11 +102,25 @@ def render_items(items: tuple[SourceItem, ...] | list[SourceItem]) -> str:
             meta.append(f"depth={item.depth}")
         if item.at:
             meta.append(f"at={item.at}")
+        if item.latest_at and item.latest_at != item.at:
+            meta.append(f"until={item.latest_at}")
         if item.edited:
             meta.append("corrected by a person: keep its facts, they override the others")
-        text = _MARK_RE.sub(lambda m: f"<<{m.group(1).upper()} UNTRUSTED DATA (quoted)>>", item.text)
-        blocks.append(f"--- id: {item.id} ({', '.join(meta)})\n{text.strip()}")
+        text = _defang(item.text)
+        fixes = "".join(f"\n{CORRECTION_PREFIX}{_defang(c)}" for c in item.corrections)
+        blocks.append(f"--- id: {item.id} ({', '.join(meta)})\n{text.strip()}{fixes}")
     return "\n\n".join(blocks)
+
+
+def _defang(text: str) -> str:
+    return _MARK_RE.sub(lambda m: f"<<{m.group(1).upper()} UNTRUSTED DATA (quoted)>>", text)
+
+
+def render_previous(previous: str | None) -> str:
+    """The previous summary, bounded and between the untrusted-data markers (or a line saying there is none)."""
+    if not previous or not previous.strip():
+        return NO_PREVIOUS
+    return wrap_untrusted(_defang(cut_text(previous.strip(), PREVIOUS_MAX_TOKENS)))
 
 
 def wrap_untrusted(text: str) -> str:
@@ -100,14 +135,19 @@ def summary_prompt(
     name = "aggressive" if aggressive else template_for_depth(request.depth)
     target = aggressive_target(request.target_tokens) if aggressive else request.target_tokens
     system = render_template("system", override_dir)
+    items = request.items
     user = render_template(
         name,
         override_dir,
         conversation=request.conversation,
         depth=request.depth,
         target_tokens=target,
-        item_count=len(request.items),
-        items=wrap_untrusted(render_items(request.items)),
+        source_tokens=source_tokens(items),
+        item_count=len(items),
+        span=time_span(min((i.at for i in items if i.at), default=None),
+                       max((i.latest_at or i.at for i in items if i.at), default=None)) or "unknown",
+        previous=render_previous(request.previous),
+        items=wrap_untrusted(render_items(items)),
     )
     return system, user
 
@@ -133,7 +173,7 @@ def ask_prompt(
 
 def prompt_overhead_tokens(request: SummaryRequest, *, aggressive: bool, override_dir: Path | None) -> int:
     """Tokens the prompts add around the items (used to bound the input)."""
-    empty = SummaryRequest(request.conversation, request.depth, (), request.target_tokens)
+    empty = SummaryRequest(request.conversation, request.depth, (), request.target_tokens, request.previous)
     system, user = summary_prompt(empty, aggressive=aggressive, override_dir=override_dir)
     # Item headers ("--- id: m-... (message, role=user, at=...)") cost ~25 tokens each.
     return count_tokens(system) + count_tokens(user) + 25 * len(request.items)

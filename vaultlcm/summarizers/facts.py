@@ -1,0 +1,350 @@
+"""What a sentence says: splitting prose into units and scoring the facts in them.
+
+The digest summarizer keeps sentences by what a person (or the agent) would
+miss if they were dropped. This module finds those things with plain regular
+expressions, no model and no dictionary download:
+
+* **decisions** and their **reasons** ("we'll use zoneinfo because ...");
+* **people and roles** ("Greta took over on-call", "Jonas will run it");
+* **dates**: month-and-day ("October 4", "Nov 2"), ISO dates, weekdays, times;
+* **numbers with units**, money, counts;
+* **identifiers**: tickets (``LEDG-482``), commit hashes, paths, versions, code names;
+* **preferences** ("prefers tabs") and **values that changed** ("from July 4 to July 19");
+* errors, constraints and open items.
+
+Everything here is deterministic and bounded: sentences are clipped to
+:data:`MAX_UNIT_CHARS` before any pattern runs, so a pathological input (a
+megabyte on one line) costs linear time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+#: Longest unit (sentence, list item, table row) examined, in characters.
+MAX_UNIT_CHARS = 1200
+_I = re.IGNORECASE
+
+MONTHS = (
+    "January|February|March|April|May|June|July|August|September|October|November|December|"
+    "Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
+)
+DATE_RE = re.compile(
+    rf"\b(?:{MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:{MONTHS})\b(?:\s+\d{{4}}\b)?"
+    r"|\b\d{4}-\d{2}-\d{2}\b"
+    r"|\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b(?:\s+\d{1,2}:\d{2}(?:\s?UTC)?)?"
+    r"|\b(?:tomorrow|yesterday|tonight|next week|end of (?:the )?(?:day|week|month|quarter))\b"
+    r"|\b\d{1,2}:\d{2}\s?(?:UTC|am|pm|AM|PM)\b"
+)
+ROLE_RE = re.compile(
+    r"\b(?:took over|takes over|taking over|take over|handed over|hands over|handing over|on-?call|owner|owns|owned by|"
+    r"lead|leads|leading|reviewer|reviews|reviewed by|approver|approved by|manager|maintainer|assignee|assigned to|"
+    r"responsible for|in charge of|will run|will own|will pick|picks? (?:it|this|that) up|point of contact|"
+    r"joins|joined|left the team|is out|is away|out of office|OOO|on leave|on vacation|replaces|replaced by|"
+    r"covers? for|standing in|backup|escalat\w+|signed off|sign-off|stakeholder|customer|client|team)\b",
+    _I,
+)
+_PREFERENCE = re.compile(
+    r"\b(?:prefers?|preferred|preference|I(?:'d| would) rather|would rather|likes|dislikes?|hates?|loves|"
+    r"I (?:really )?(?:like|love|hate|want)|we (?:always|never)|"
+    r"favou?rite|always use|never use|always wants?|never wants?|insists? on|please (?:always|never)|don'?t want|"
+    r"do not want|style guide|convention)\b",
+    _I,
+)
+_CHANGE = re.compile(
+    r"\b(?:changed|changes|moved|moving|postponed|rescheduled|pushed (?:back|out)|pulled in|bumped|raised|lowered|"
+    r"increased|decreased|dropped|went|renamed|replaced|supersed\w+|updated|switch(?:ed|ing)? to|instead of|"
+    r"no longer|now|was|used to|revised|corrected|from \S+(?: \S+){0,4} to)\b|→|->|\(was ",
+    _I,
+)
+_DECISION = re.compile(
+    r"\b(?:decided|decide to|decision|agreed|chose|choose|chosen|going with|go with|opted|settled on|"
+    r"approved (?:the|it|this|that|#)|rejected (?:the|this|that|as)|rejecting (?:the|this|that)|"
+    r"let'?s (?:go|do|use|keep|switch|stick|ship|drop)|plan is|sticking with|recorded as|"
+    r"we(?:'ll| will) (?:use|go|keep|switch|ship)|will use|switch to)\b",
+    _I,
+)
+_FINDING = re.compile(
+    r"\b(?:found it|root cause|turns out|the cause|caused by|the (?:problem|issue|bug) is|the culprit|explains|"
+    r"because|reproduced|confirmed|so that's why|that's why)\b",
+    _I,
+)
+#: The writer says the fact is worth keeping.
+_NOTEWORTHY = re.compile(
+    r"\b(?:for the record|side note|note that|quick note|please note|worth knowing|worth noting|good to know|"
+    r"keep in mind|remember(?: that)?|don'?t forget|before I forget|FYI|heads up|for reference|for future reference|"
+    r"note to self|also note|by the way|btw)\b",
+    _I,
+)
+_REASON = re.compile(r"\b(?:because|since|so that|due to|reason|which means|otherwise|as it|as they|to avoid)\b", _I)
+_CONSTRAINT = re.compile(
+    r"\b(?:must|never|always|don'?t|do not|cannot|can'?t|required?|requires|only|at most|at least|no more than|"
+    r"forbidden|not allowed|important|make sure|without)\b",
+    _I,
+)
+_ERROR = re.compile(
+    r"\b(?:error|errors|exception|traceback|failed|failure|fails|failing|crash(?:ed|es)?|panic\w*|broken|bug|"
+    r"regression|timed? ?out|refused|denied|flaky|red)\b|\b\w+(?:Error|Exception)\b",
+    _I,
+)
+OPEN_RE = re.compile(
+    r"\bTODO\b|\bFIXME\b|^\s*[-*]?\s*\[ \]|\bfollow[- ]?ups?\b|\bnext week\b|\bnext steps?\b|\bopen questions?\b|"
+    r"\bnot (?:yet|done)\b|\bstill (?:need|to|open|pending|missing|waiting|failing|broken)\b|\bpending\b|"
+    r"\bblocked\b|(?<!nothing )\bleft open\b|\bto-?do list\b|\bunresolved\b|\bwaiting (?:on|for)\b|"
+    r"\bfile (?:it|a ticket)\b|"
+    r"\bfor (?:next|another) (?:week|time|sprint|PR)\b|\bparked\b|\bdeferred\b",
+    _I,
+)
+NUMBER_UNIT_RE = re.compile(
+    r"[$€£¥]\s?\d[\d,.]*[kKmM]?"
+    r"|\b\d+(?:[.,]\d+)*\s?(?:%|ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
+    r"years?|[kKMGT]i?B|bytes?|tokens?|lines?|rows?|files?|items?|messages?|requests?|req/s|rps|qps|px|x|k|"
+    r"cores?|threads?|USD|EUR|GBP|dollars?|euros?|users?|accounts?|invoices?|customers?|tests?|points?|GB|MB|TB)"
+    r"(?:\s?(?:/|per)\s?(?:s|sec|second|min|minute|h|hour|day|week|month|request|user|page|account)\b)?(?!\w)"
+)
+_BIG_NUMBER = re.compile(r"\b\d[\d,.]*\d\b")
+#: A number with the word that says what it is: "port 8443", "build 5207".
+_COUNTED = re.compile(r"\b[a-z][\w-]{2,} #?\d{3,}\b(?![.,]\d)")
+IDENT_RE = re.compile(
+    r"\b[A-Z][A-Z0-9]{1,9}-\d{1,6}\b"  # tickets
+    r"|(?<![\w/])#\d{2,6}\b"  # PRs and issues
+    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"  # commit hashes
+    r"|\bv?\d+\.\d+(?:\.\d+)+(?:[-+][\w.]+)?\b|\bv\d+(?:\.\d+)*\b"  # versions
+    r"|(?<![\w/])(?:~|\.{1,2})?/?[\w.-]+(?:/[\w.-]+)+/?"  # paths
+    r"|\b[\w-]+\.(?:py|pyi|js|mjs|ts|tsx|jsx|md|toml|yaml|yml|json|jsonl|cfg|ini|txt|rs|go|java|kt|c|h|cc|cpp|"
+    r"rb|php|sh|sql|html|css|lock|log|csv|xml|env)\b"
+    r"|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b"  # snake_case
+    r"|\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+\b"  # camelCase, CamelCase
+    r"|(?<![\w/])#[a-z][a-z0-9]*(?:-[a-z0-9]+)+\b"  # chat channels: #routing-alerts
+    r"|\b[a-z][\w.-]*:\d[\w.-]*\b"  # image tags: python:3.12-slim
+    r"|`[^`\n]{1,60}`"  # anything the writer put in code quotes
+)
+#: A word or two of letters (any script); :func:`_capitalized` keeps the ones written like names.
+_NAME_CANDIDATE = re.compile(r"(?<![\w/.`-])[^\W\d_]{3,}(?:-[^\W\d_]{3,})?(?![\w`])")
+
+
+def _capitalized(word: str) -> bool:
+    """"Tomás", "Maya Okafor", "Lord-Howe": each part an upper-case letter, then lower-case ones."""
+    return all(part[:1].isupper() and part[1:].islower() for part in re.split(r"[- ]", word))
+#: Capitalized words that start sentences or name things everybody knows: not people.
+_NOT_NAMES = frozenset(
+    """
+    The This That These Those There Then Than They Them Their Theirs Here Hence However Have Has Had Having Also
+    And But For From Into With Without Within After Before Because Since While When Where Which Who Whom Whose Why
+    What How Yes Yeah Yep Nope Not None Now Next Last First Second Third Each Every Both Either Neither Any All Some
+    Most Many Much More Less Few Other Another Such Same Only Just Even Still Already Again Once Twice Maybe Perhaps
+    Please Thanks Thank Sure Okay Good Great Nice Cool Fine Perfect Done Agreed Right Wait Well Hmm Morning Evening
+    Hello Hey Afternoon Night Today Tomorrow Yesterday Tonight Let Lets Can Could Will Would Should Shall May Might
+    Must Does Did Doing Was Were Are Being Been Its Our Ours Your Yours His Her Hers You We She Him Mine Note Notes
+    See Look Looks Looking Check Checking Run Running Ran Read Reading Edit Edited Add Added Adding Fix Fixed Fixing
+    Use Using Used Make Made Keep Kept Move Moved Show Shows Shown Give Given Take Taken Find Found Try Tried Stop
+    Start Started Open Opened Close Closed Update Updated Create Created Remove Removed Delete Deleted Write Wrote
+    Test Tests Testing Step Steps Option Options Plan Plans Answer Answers Question Questions Result Results Error
+    Errors Summary Decision Decisions Reason Reasons Subject Hello Hi Dear Regards Cheers Best Ugh Oops Wow Also
+    Important Warning Todo Fixme Done Draft Revised Added Changes Change Total Both Until Unless Whether About Above
+    Below Between Under Over Again Actually Basically Otherwise Instead Though Although Meanwhile Finally Overall
+    Correct Correction Corrected Nothing Something Anything Everything Nobody Somebody Anyone Someone Everyone
+    Batching Line Lines Support Side Quick Repo Customer Amount Issued Timezone Status Total Name Value Type Also
+    Nope Sorry Oops Okay Hmm Yesterday Heads Regarding Monday Tuesday Wednesday Thursday Friday Saturday Sunday
+    January February March April June July August September October November December Sept True False Null Python
+    Linux Windows
+    Markdown Obsidian README Local Remote Production Staging Main Master Branch Commit Merge Push Pull Issue Ticket
+    """.split()
+)
+_FILLER = re.compile(
+    r"^(?:let me|let's see|now[, ]|sure|ok(?:ay)?\b|thanks|thank you|great|good|nice|perfect|morning|hi\b|hello|"
+    r"got it|understood|alright|here'?s|here is|i'?ll|i will|i'm going to|next[, ]|first[, ]|then[, ]|"
+    r"looking|checking|running|reading)",
+    _I,
+)
+CHITCHAT_RE = re.compile(
+    r"^(?:thanks|thank you|ok(?:ay)?|sounds (?:good|right)|makes sense|nice|great|good (?:catch|call|job)|perfect|cool|"
+    r"sure|got it|go ahead|keep going|continue|lgtm|yes|yep|yeah|no worries|agreed|fine|right|wow|ugh|hmm)\b",
+    _I,
+)
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_LIST_MARK = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")
+_QUOTE_MARK = re.compile(r"^(?:>\s?)+")
+_HEADING_MARK = re.compile(r"^#{1,6}\s+")
+_EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[\"'(\[`*_]?[A-Z0-9])")
+_ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|approx|Dr|Mr|Mrs|Ms|St|No|cf|incl|min|max|avg)\.$", _I)
+CLAUSE_RE = re.compile(r"(?<=[,;:])\s+|\s+(?=—|–|\()|\s+-\s+")
+
+
+def clean(text: str) -> str:
+    """One line of plain text: white space collapsed, emphasis markers and link brackets defused.
+
+    ``[[`` and ``]]`` are escaped so that quoted content can never create a
+    wikilink the engine would then be responsible for resolving.
+    """
+    text = _EMPHASIS.sub(r"\2", text)
+    text = " ".join(text.split())
+    return text.replace("[[", "\\[\\[").replace("]]", "\\]\\]")
+
+
+def prose_units(text: str) -> Iterator[str]:
+    """Sentences, list items and table rows of Markdown ``text``, in order.
+
+    Fenced code is skipped (a digest says what was done, it does not quote
+    code); headings and quote markers are stripped; long lines are split into
+    sentences. Every unit is one line of clean text, at most
+    :data:`MAX_UNIT_CHARS` characters.
+    """
+    in_fence = False
+    for raw in text.splitlines():
+        if _FENCE.match(raw):
+            in_fence = not in_fence
+            continue
+        if in_fence:
+            continue
+        line = _QUOTE_MARK.sub("", raw.strip()).strip()
+        line = _HEADING_MARK.sub("", line)
+        if not line or _TABLE_RULE.match(line):
+            continue
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|") if c.strip()]
+            line = " · ".join(cells)
+        line = _LIST_MARK.sub("", line)
+        for sentence in split_sentences(line):
+            unit = clean(sentence)
+            if unit and any(ch.isalnum() for ch in unit):
+                yield unit[:MAX_UNIT_CHARS]
+
+
+def split_sentences(line: str) -> list[str]:
+    """``line`` split at sentence ends (abbreviations like "e.g." do not end one)."""
+    if len(line) < 24:
+        return [line]
+    parts: list[str] = []
+    start = 0
+    for m in _SENTENCE_END.finditer(line):
+        if _ABBREVIATION.search(line[start : m.start()]):
+            continue
+        parts.append(line[start : m.start()])
+        start = m.end()
+    parts.append(line[start:])
+    return [p for p in parts if p.strip()]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a unit of text holds, as counts and flags."""
+
+    names: int
+    role: bool
+    dates: int
+    numbers: int
+    idents: int
+    preference: bool
+    change: bool
+    decision: bool
+    reason: bool
+    constraint: bool
+    finding: bool
+    noteworthy: bool
+    error: bool
+    open: bool
+    question: bool
+    filler: bool
+
+    @property
+    def substance(self) -> int:
+        """How many concrete things the unit names (people, dates, numbers, identifiers)."""
+        return self.names + self.dates + self.numbers + self.idents
+
+
+_SUBJECT_VERB = re.compile(
+    r"\s+(?:took|takes|will|is|was|has|had|prefers?|said|says|asked|asks|owns|leads|runs|joined|joins|left|wants?|"
+    r"thinks|agreed|approved|needs|can|could|would|should|replied|wrote|reviewed|confirmed|and [A-Z])\b|'s\b"
+)
+
+
+def names_in(text: str) -> list[str]:
+    """Capitalized words that are probably people, teams or products.
+
+    Any sentence, list item or quoted phrase starts with a capital, so a
+    capitalized word counts only in the middle of a sentence (after a
+    lower-case word, a digit or a comma), or when a verb follows it ("Greta
+    took over").
+    """
+    out = []
+    t = text[:MAX_UNIT_CHARS]
+    words = [(m.start(), m.group()) for m in _NAME_CANDIDATE.finditer(t) if _capitalized(m.group())]
+    k = 0
+    while k < len(words):
+        start, word = words[k]
+        # "Maya Okafor": capitalized words one space apart are one name.
+        while k + 1 < len(words) and words[k + 1][0] == start + len(word) + 1 and t[start + len(word)] == " ":
+            k += 1
+            word += " " + words[k][1]
+        k += 1
+        if word.split()[0].split("-")[0] in _NOT_NAMES:
+            continue
+        before = t[:start]
+        # After a word, or after ", " in running text ("Priya, Jonas and Tomás"); not in a CSV header.
+        mid_sentence = bool(before.strip()) and (before.rstrip()[-1].isalnum() or before.endswith((", ", "& ")))
+        if not mid_sentence and not _SUBJECT_VERB.match(t, start + len(word)):
+            continue
+        out.append(word)
+    return out
+
+
+def facts_of(text: str) -> Facts:
+    """The facts in one unit (see the module docstring)."""
+    t = text[:MAX_UNIT_CHARS]
+    dates = len(DATE_RE.findall(t))
+    numbers = len(NUMBER_UNIT_RE.findall(t)) + len(_COUNTED.findall(t)) or (1 if _BIG_NUMBER.search(t) else 0)
+    return Facts(
+        names=min(3, len(names_in(t))),
+        role=bool(ROLE_RE.search(t)),
+        dates=min(3, dates),
+        numbers=min(3, numbers),
+        idents=min(4, len(IDENT_RE.findall(t))),
+        preference=bool(_PREFERENCE.search(t)),
+        change=bool(_CHANGE.search(t)),
+        decision=bool(_DECISION.search(t)),
+        reason=bool(_REASON.search(t)),
+        constraint=bool(_CONSTRAINT.search(t)),
+        finding=bool(_FINDING.search(t)),
+        noteworthy=bool(_NOTEWORTHY.search(t)),
+        error=bool(_ERROR.search(t)),
+        open=bool(OPEN_RE.search(t)),
+        question=t.rstrip().endswith("?"),
+        filler=bool(_FILLER.match(t)),
+    )
+
+
+def score(text: str) -> int:
+    """How much would be lost if ``text`` were dropped (0 = chit-chat)."""
+    f = facts_of(text)
+    s = 3 * f.names + 3 * f.dates + 3 * f.numbers + 2 * f.idents
+    if f.names and f.role:
+        s += 5  # "Greta took over on-call": who does what
+    if f.preference:
+        s += 4
+    if f.change and (f.dates or f.numbers or f.idents or f.names):
+        s += 4  # a value that changed
+    if f.decision:
+        s += 5 + (3 if f.reason else 0)
+    if f.constraint:
+        s += 2
+    if f.finding:
+        s += 3
+    if f.noteworthy:
+        s += 5
+    if f.error:
+        s += 2
+    if f.open:
+        s += 3
+    if f.question:
+        s += 1
+    if f.filler and f.substance == 0:
+        s = max(0, s - 4)
+    if len(text) < 12 and f.substance == 0:
+        s = 0  # "Nice.", "Ugh."
+    return s

@@ -1,0 +1,379 @@
+"""Short forms of what the sources say: clipped sentences, headlines, key phrases, time spans.
+
+A digest that copied its sources' sentences would not compress, and a
+condensed note that copied its children's lines would only repeat them. These
+functions re-word instead: a sentence cut at clause boundaries
+(:func:`shorten`), a headline without articles and fillers
+(:func:`telegraph`), a few words and then the facts a line holds
+(:func:`recompose`), the short spans worth carrying up the DAG by kind
+(:func:`key_phrases`: changed values as ``key: new (was old)``, people and
+roles, preferences, choices, dates, numbers with what they count,
+identifiers), and ``Nov 2, 09:14–11:30`` for a time range.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..tokens import count_tokens, truncate_to_tokens
+from .facts import CLAUSE_RE, DATE_RE, IDENT_RE, MAX_UNIT_CHARS, MONTHS, NUMBER_UNIT_RE, ROLE_RE, names_in, score
+
+_I = re.IGNORECASE
+
+
+# -- shortening ----------------------------------------------------------------------
+
+
+def shorten(text: str, max_tokens: int) -> str:
+    """``text`` within ``max_tokens``: whole clauses kept in order, the rest marked with "…".
+
+    Clauses that name things (dates, numbers, identifiers, people) are kept
+    before those that do not, but the order of what is kept never changes and
+    a kept clause is never cut inside a word.
+    """
+    if max_tokens <= 0:
+        return ""
+    if count_tokens(text) <= max_tokens:
+        return text
+    clauses = [c for c in CLAUSE_RE.split(text) if c]
+    if len(clauses) > 1:
+        costs = [count_tokens(c) + 1 for c in clauses]
+        ranked = sorted(range(len(clauses)), key=lambda i: (-(score(clauses[i]) + (2 if i == 0 else 0)), i))
+        keep: set[int] = set()
+        room = max_tokens - 1  # the "…"
+        for i in ranked:
+            if costs[i] <= room:
+                keep.add(i)
+                room -= costs[i]
+        if keep:
+            out: list[str] = []
+            prev = -1
+            for i in sorted(keep):
+                if out and i != prev + 1:
+                    out.append("…")
+                out.append(clauses[i])
+                prev = i
+            joined = " ".join(out)
+            if prev != len(clauses) - 1:
+                joined = joined.rstrip(" ,;:") + " …"
+            if count_tokens(joined) <= max_tokens:
+                return joined
+    return clip_words(text, max_tokens)
+
+
+def clip_words(text: str, max_tokens: int) -> str:
+    """The longest run of whole words of ``text`` within ``max_tokens``, then "…"."""
+    if count_tokens(text) <= max_tokens:
+        return text
+    if max_tokens <= 1:
+        return ""
+    head = truncate_to_tokens(text, max_tokens - 1)
+    if " " in head and not text.startswith(head + " "):
+        head = head.rsplit(" ", 1)[0]  # do not cut inside a word
+    head = head.rstrip(" ,;:")
+    out = head + " …" if head else ""
+    while out and count_tokens(out) > max_tokens:
+        head = head.rsplit(" ", 1)[0] if " " in head else ""
+        out = head + " …" if head else ""
+    return out
+
+
+def first_words(text: str, n: int) -> str:
+    """The first ``n`` words of ``text`` (with "…" when more follow), never splitting "July | 19"."""
+    words = text.split()
+    if len(words) <= n + 1:
+        return text
+    n = _safe_cut(words, n)
+    if n >= len(words):
+        return text
+    return " ".join(words[:n]).rstrip(",;:") + " …"
+
+
+def _safe_cut(words: list[str], n: int) -> int:
+    """A cut at or after ``n`` that does not split a date, an amount or an arrow from what it joins."""
+    while n < len(words) and (_MONTH_WORD.match(words[n - 1]) or words[n][:1] in "(→-" or words[n - 1] in ("→", "->")
+                              or (words[n][:1].isdigit() and words[n - 1][-1:].isalpha() and len(words[n]) <= 4)):
+        n += 1
+    return n
+
+
+# -- key phrases -----------------------------------------------------------------------
+
+_VALUE = r"[^,;.()]{1,40}?"
+_CHANGE_FORMS = (
+    # "p95 went from 840 ms to 210 ms", "the deadline moved from July 4 to July 19"
+    re.compile(
+        rf"(?P<key>[A-Za-z][\w '/-]{{0,40}}?)\s+(?:went|changed|moved|dropped|rose|increased|decreased|grew|fell|"
+        rf"jumped|shifted|slipped|was pushed|got pushed|was moved|was changed|is moving|has moved)\s+"
+        rf"(?:back\s+|out\s+|up\s+|down\s+)?from\s+(?P<old>{_VALUE})\s+to\s+(?P<new>{_VALUE})(?=$|[,;.()]|\s+(?:after|because|since|so|and|but|for|on|in)\b)",
+        _I,
+    ),
+    # "moved the deadline from July 4 to July 19"
+    re.compile(
+        rf"\b(?:moved|changed|pushed|postponed|rescheduled|bumped|raised|lowered|updated|set|switched|renamed)\s+"
+        rf"(?:the\s+|our\s+)?(?P<key>[A-Za-z][\w '/-]{{0,30}}?)\s+(?:back\s+|out\s+)?from\s+(?P<old>{_VALUE})\s+"
+        rf"to\s+(?P<new>{_VALUE})(?=$|[,;.()]|\s)",
+        _I,
+    ),
+    # "deadline: July 19 (was July 4)", "the limit is now 100 (was 50)"
+    re.compile(
+        rf"(?P<key>[A-Za-z][\w '/-]{{0,40}}?)\s*(?::|\bis now\b|\bare now\b|\bnow\b)\s*(?P<new>{_VALUE})\s*"
+        rf"\(was:?\s+(?P<old>[^)]{{1,40}})\)",
+        _I,
+    ),
+)
+_KEY_DROP = re.compile(r"^(?:the|our|a|an|so|and|but|then|now|also|ok|okay)\s+", _I)
+
+
+@dataclass(frozen=True)
+class ValueChange:
+    """A value that changed: ``key: new (was old)``."""
+
+    key: str
+    old: str
+    new: str
+
+    def render(self) -> str:
+        return f"{self.key}: {self.new} (was {self.old})"
+
+
+def value_change(text: str) -> ValueChange | None:
+    """The value change ``text`` states, if it states one in a recognizable form."""
+    t = text[:MAX_UNIT_CHARS]
+    for pattern in _CHANGE_FORMS:
+        m = pattern.search(t)
+        if not m:
+            continue
+        key = m.group("key").strip(" .,:;'\"`")
+        while True:
+            shorter = _KEY_DROP.sub("", key)
+            if shorter == key:
+                break
+            key = shorter
+        words = key.split()
+        if len(words) > 5:
+            key = " ".join(words[-5:])
+        old, new = m.group("old").strip(" .`'\""), m.group("new").strip(" .`'\"")
+        if key and old and new and old.lower() != new.lower():
+            return ValueChange(key, old, new)
+    return None
+
+
+#: Importance of a key phrase by kind, when carrying phrases up the DAG.
+PHRASE_WEIGHT = {"change": 9, "role": 8, "preference": 8, "choice": 8, "ticket": 7, "date": 6, "number": 6,
+                 "labelled": 6,
+                 "name": 5, "version": 4, "iso": 4, "time": 3, "small": 3, "ident": 2, "relative": 1}
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_GLUE_WORDS = frozenset("in on at of for to and or is was were are we had has have with from by the a an than about "
+                        "after before since until over under into per".split())
+#: Words before a number that do not say what it counts ("create mode 100644", "should be 0042").
+_NOT_LABELS = frozenset("be been is was are were should would could will can mode widen than about around".split())
+_LABELLED = re.compile(
+    r"\b(?:[a-z][\w-]{1,24}\s){1,2}(?:\d{4,}(?![\w]|[.,:/-]\w)|\d+\.\d+\.\d+\b|[a-z][a-z]+(?:-[a-z]+)*-\d+\b)"
+)
+_RELATIVE = re.compile(r"^(?:tomorrow|yesterday|tonight|next week|end of)", re.I)
+
+
+def _date_kind(text: str) -> str:
+    """``date`` (a day a person names), ``iso``, ``time`` of day, or ``relative`` (meaningless out of context)."""
+    if _TIME_ONLY.match(text):
+        return "time"
+    if _ISO.match(text):
+        return "iso"
+    return "relative" if _RELATIVE.match(text) else "date"
+
+
+_CHOICE = re.compile(
+    r"\b(?:decided to (?:use|go with|adopt|keep|switch to|move to)|go(?:ing)? with|switch(?:ed|ing)? to|chose|"
+    r"opted for|settled on|sticking with|will use|we'?ll use)\s+(?:the\s+)?"
+    r"(?!(?:a|an|the|it|this|that|them|one|some|old|new|same|current|existing|other)\b)(?=[\w.+/-]*[A-Za-z])[\w.+/-]{2,}"
+    r"(?:\s+(?:instead of|over|not)\s+[\w.+/-]+)?"
+    r"|\b(?=\S*[\d_.+/-])[\w.+/-]{2,} instead of (?=\S*[\d_.+/-])[\w.+/-]{2,}",
+    _I,
+)
+_TIME_ONLY = re.compile(r"^\d{1,2}:\d{2}")
+_TICKET = re.compile(r"^(?:[A-Z][A-Z0-9]{1,9}-\d{1,6}|#\d{2,6})$")
+_VERSIONISH = re.compile(
+    r"^(?:v?\d+\.\d+(?:\.\d+)+\S*|v\d+(?:\.\d+)*|(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40})$"
+)
+
+
+def _ident_kind(ident: str) -> str:
+    if _TICKET.match(ident):
+        return "ticket"
+    if ident.startswith("#") or re.match(r"^[a-z][\w.-]*:\d", ident):
+        return "version"  # a channel or an image tag: as specific as a version
+    if _VERSIONISH.match(ident):
+        return "version"
+    return "ident"
+
+
+def value_changes(text: str) -> list[ValueChange]:
+    """Every value change ``text`` states: all rendered ``key: new (was old)`` forms, else the first other form."""
+    t = text[:MAX_UNIT_CHARS]
+    found = []
+    for segment in re.split(r" · |; |, (?=[^()]*(?:\(|$))", t):
+        m = _CHANGE_FORMS[2].search(segment)
+        if m:
+            change = value_change(segment)
+            if change is not None:
+                found.append(change)
+    if not found:
+        change = value_change(t)
+        if change is not None:
+            found.append(change)
+    return found
+
+
+def key_phrases(text: str) -> list[tuple[str, str]]:
+    """Short spans worth carrying up the DAG, with their kind, most important kinds first.
+
+    Kinds: ``change`` (``deadline: July 19 (was July 4)``), ``role`` (``Greta
+    took over on-call``), ``preference`` (``prefers tabs``), ``date``,
+    ``name``, ``number`` (with its unit) and ``ident``. Each span is a few
+    words of the text, so a list of them compresses instead of copying. No
+    duplicates (case-insensitive, a span inside a longer one counts as one).
+    """
+    t = text[:MAX_UNIT_CHARS]
+    found: list[tuple[str, str]] = []
+    found.extend((change.render(), "change") for change in value_changes(t))
+    role = ROLE_RE.search(t)
+    for name in names_in(t):
+        if role:
+            # "Greta took over on-call": the name with the few words that say what they do.
+            m = re.search(re.escape(name) + r"(?:\s+[^\s,;.]+){1,4}", t)
+            ends = [r.end() for r in ROLE_RE.finditer(m.group())] if m else []
+            if m and ends:
+                found.append((m.group()[: ends[-1]], "role"))
+                continue
+        found.append((name, "name"))
+    pref = _PREF_PHRASE.search(t)
+    if pref:
+        found.append((pref.group().rstrip(",.;:"), "preference"))
+    choice = _CHOICE.search(t)
+    if choice:
+        found.append((choice.group().rstrip(",.;:"), "choice"))
+    found.extend((m.group(), _date_kind(m.group())) for m in DATE_RE.finditer(t))
+    for m in NUMBER_UNIT_RE.finditer(t):
+        digits = re.sub(r"\D", "", m.group())
+        year = re.fullmatch(r"(?:19|20)\d\d", digits)  # "2025 request(s)": a year, not a count
+        found.append((m.group(), "number" if len(digits) >= 2 and not year else "small"))
+    # "build 5207", "export job 2048", "payouts 3.4.19", "pod search-indexer-266": a number is only
+    # findable again with the word that says what it counts.
+    for m in _LABELLED.finditer(t):
+        *label, value = m.group().split()
+        while label and label[0] in _GLUE_WORDS:
+            label.pop(0)
+        if label and label[-1] not in _NOT_LABELS and not re.fullmatch(r"(?:19|20)\d\d", value):
+            found.append((" ".join([*label, value]), "labelled"))
+    for m in IDENT_RE.finditer(t):
+        ident = m.group().strip("`")
+        found.append((ident, _ident_kind(ident)))
+    found.sort(key=lambda pk: -PHRASE_WEIGHT[pk[1]])
+    out: list[tuple[str, str]] = []
+    seen: list[str] = []
+    for phrase, kind in found:
+        p = phrase.strip()
+        low = p.lower()
+        if not p or any(low in s for s in seen) or (kind == "labelled" and any(s in low for s in seen)):
+            continue
+        seen.append(low)
+        out.append((p, kind))
+    return out
+
+
+_PREF_PHRASE = re.compile(
+    r"(?:\b[A-Z][a-z]+\s+)?\b(?:prefers?|preferred|likes|hates|dislikes|loves|would rather|'d rather|"
+    r"(?:always|never) wants?|insists? on|(?<=I )(?:really )?(?:like|love|hate|want))\s+"
+    r"(?:(?!(?:over|instead|never|not|no|rather|to|in|for|on|at|when|because|so|and|but)\b)[^\s,;.]+\s?){1,4}"
+    r"(?:\s*(?:over|instead of|rather than)\s+[^\s,;.]+)?"
+)
+#: Words a headline can do without: dropping them compresses and re-words at once.
+_SLACK_WORDS = frozenset(
+    """a an the which is are were be being there here very really just also so then actually basically quite some
+    please recorded already currently simply""".split()
+)
+_INTERJECTION = re.compile(
+    r"^(?:(?:wait|wow|ok|okay|yes|yeah|yep|no|nope|nice|great|good|perfect|thanks|thank you|sure|right|hmm|ugh|"
+    r"back|morning|hi|hello|hey|cool|lunch done|looks good|looks great|agreed|got it|understood|alright|phew|"
+    r"oh|ah|so|well|fine)\b[,.!:;—–-]+\s*)+",
+    _I,
+)
+
+
+def without_interjections(text: str) -> str:
+    """``text`` without the "Wait," / "Nice." / "Morning!" it opens with (unless that is all it says)."""
+    stripped = _INTERJECTION.sub("", text)
+    return stripped if stripped.strip() else text
+
+
+def telegraph(text: str) -> str:
+    """``text`` in headline style: articles and fillers dropped, the rest kept in order.
+
+    A word that ends a sentence or a clause stays, so the text keeps its breaks.
+    """
+    words = [w for w in text.split() if w[-1:] in ".!?:;" or w.lower().strip(",") not in _SLACK_WORDS]
+    return " ".join(words) if words else text
+
+
+def recompose(text: str, words: int) -> str:
+    """At most ``words`` words of ``text`` in a row, then its key phrases: new wording, same facts.
+
+    A summary that copies long runs of its sources does not compress; this
+    keeps the head of a line (what it is about) and carries the rest as the
+    names, dates, numbers and identifiers it holds.
+    """
+    short = telegraph(text)
+    parts = short.split()
+    if len(parts) <= words + 2:
+        return short
+    change = value_change(short)
+    if change is not None:
+        rendered = change.render()
+        extra = [p for p, kind in key_phrases(short) if kind != "change" and p.lower() not in rendered.lower()][:2]
+        return rendered + (" · " + ", ".join(extra) if extra else "")
+    cut = _safe_cut(parts, words)  # never split "July | 19" or "840 ms | → 210 ms"
+    head = " ".join(parts[:cut]).rstrip(",;:")
+    low = head.lower()
+    extra = [p for p, _ in key_phrases(short) if not _mostly_in(p, low)][:3]
+    return head + (" … " + ", ".join(extra) if extra else " …")
+
+
+def _mostly_in(phrase: str, text: str) -> bool:
+    """Whether most words of ``phrase`` already appear in ``text`` (lower case)."""
+    words = phrase.lower().split()
+    return sum(w in text for w in words) * 2 > len(words)
+
+
+_MONTH_WORD = re.compile(rf"^(?:{MONTHS})\.?$|^(?:from|to|at|on|by|was|is|=)$", re.I)
+
+
+# -- time ranges --------------------------------------------------------------------------
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """An ISO timestamp as a datetime (None when absent or unreadable)."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def time_span(start: str | None, end: str | None) -> str:
+    """``Nov 2, 09:14–11:30``; ``Nov 2 09:14 – Nov 4 16:13`` across days; empty when unknown."""
+    a, b = parse_time(start), parse_time(end)
+    if a is None:
+        return ""
+    day_a = f"{a.strftime('%b')} {a.day}"
+    if b is None or b == a:
+        return f"{day_a}, {a.strftime('%H:%M')}"
+    if b.date() == a.date():
+        return f"{day_a}, {a.strftime('%H:%M')}–{b.strftime('%H:%M')}"
+    return f"{day_a} {a.strftime('%H:%M')} – {b.strftime('%b')} {b.day} {b.strftime('%H:%M')}"
