@@ -6,7 +6,8 @@ Builds the demo vault (the shipped three-day session, extractive summaries),
 then for each edit a person makes in Obsidian or a shell works on a fresh copy:
 the active context (the coarsest cut: items and tokens) before the edit, after
 it, and after one plain ``vaultlcm compact``; what ``doctor`` says (exit code,
-problems, warnings) after the edit and after the compaction; and how long that
+problems, warnings) after the edit and after the compaction; how many links in
+the conversation's notes Obsidian would not resolve; and how long that
 compaction took against a compaction of the untouched copy in the same run.
 
 The bars: a rename or a move changes nothing; a delete brings back exactly the
@@ -66,6 +67,20 @@ def obsidian_rename(root: Path, old: Path, new: Path) -> None:
             p.write_text(changed, encoding="utf-8")
 
 
+def unresolved(root: Path) -> int:
+    """Wikilinks in the conversation notes that Obsidian would show as unresolved."""
+    from vaultlcm.links import VaultFiles
+    from vaultlcm.summary_notes import text_links
+
+    files = VaultFiles.scan(root)
+    count = 0
+    for p in (root / "conversations").rglob("*.md"):
+        rel = p.relative_to(root).as_posix()
+        count += sum(1 for _s, _e, link in text_links(p.read_text(encoding="utf-8"))
+                     if link.path and files.resolve(link.path, rel) is None)
+    return count
+
+
 def pick(root: Path) -> tuple[Path, Path]:
     """A leaf and a condensed note that both have a parent."""
     with Vault(root) as v:
@@ -102,6 +117,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, object]]:
             edit(root, *pick(root))
             after = context(root)
             doctor_after = doctor(root)
+            broken = unresolved(root)
             seconds = compact(root)
             baseline = baseline or seconds
             settled = context(root)
@@ -110,6 +126,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, object]]:
                 "tokens": f"{before[1]:,} -> {after[1]:,} -> {settled[1]:,}",
                 "doctor after edit (exit, problems, warnings)": str(doctor_after),
                 "doctor after compact": str(doctor(root)),
+                "unresolved links": f"{broken} -> {unresolved(root)}",
                 "compact ms": seconds * 1000,
                 "compact vs untouched": seconds / baseline,
             })
