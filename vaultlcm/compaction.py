@@ -38,7 +38,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import PurePosixPath
 
 from filelock import FileLock, Timeout
 
@@ -53,6 +52,7 @@ from .tokens import count_tokens
 from .summarizers import DIGEST_NAME, DigestSummarizer, SourceItem, Summarizer, SummaryRequest, summarize_with_escalation
 from .summarizers.base import TARGET_SLACK, SummaryResult, source_tokens, target_for
 from .summarizers.corrections import diff_corrections, enforce, required_lines
+from .upkeep import refill_plan
 from .summary_notes import (
     SummaryFrontmatter,
     body_hash,
@@ -117,6 +117,10 @@ class CompactionReport:
     error: str | None = None
     tokens_before: int = 0
     tokens_after: int = 0
+    #: What was done first about people's changes: outdated links rewritten, set-aside notes removed.
+    tidied: list[str] = field(default_factory=list)
+    #: What the git auto-commit did (``git_auto_commit`` / ``--git-commit``), when asked for.
+    commit: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -127,6 +131,8 @@ class CompactionReport:
             "error": self.error,
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
+            "tidied": self.tidied,
+            **({"commit": self.commit} if self.commit is not None else {}),
         }
 
 
@@ -371,6 +377,8 @@ class Compactor:
                 # With force, or when a model call waits, the rules loosen until nothing is left to do.
                 if not ((hard or force) and self._hard_step(conv, items, report)):
                     break
+        except ValidationProblem as exc:
+            report.error = str(exc)  # a note a person must fix stands where a new one would go
         except SummarizerError as exc:
             report.error = str(exc)
             self.dag.catalog.execute(
@@ -463,7 +471,7 @@ class Compactor:
         return tuple(
             SourceItem(id=r.id, kind="summary", text=r.body, at=r.earliest_at, depth=r.depth,
                        edited=r.human_owned or (refresh and self._has_human_below(r)),
-                       link=PurePosixPath(r.path).stem, latest_at=r.latest_at,
+                       link=self.dag.link_path(r.id), latest_at=r.latest_at,
                        corrections=self._corrections_of(r) if r.human_owned else ())
             for r in run
         )
@@ -509,7 +517,8 @@ class Compactor:
     # -- writing nodes -----------------------------------------------------------------
 
     def _write_leaf(
-        self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False
+        self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False,
+        node_id: str | None = None,
     ) -> SummaryRow:
         items = self._leaf_items(chunk)
         ids = [row.id for row in chunk]
@@ -517,11 +526,13 @@ class Compactor:
             conv, "leaf", 0, ids, items, report, hard, refresh, force,
             earliest=min(r.at for r in chunk), latest=max(r.at for r in chunk), descendants=len(chunk),
             sources_digest=sources_hash([r.hash for r in chunk]), links=[message_link(r.path, r.id) for r in chunk],
+            node_id=node_id,
             first_seq=min(r.seq for r in chunk),
         )
 
     def _write_condensed(
-        self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False
+        self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False,
+        node_id: str | None = None,
     ) -> SummaryRow:
         depth = max(r.depth for r in run) + 1
         items = self._condensed_items(run, refresh)
@@ -532,6 +543,7 @@ class Compactor:
             earliest=min(r.earliest_at for r in run), latest=max(r.latest_at for r in run),
             descendants=sum(r.descendant_count for r in run),
             sources_digest=sources_hash([r.body_hash for r in run]), links=[summary_link(i) for i in ids],
+            node_id=node_id,
             first_seq=min(seqs) if seqs else None,
         )
 
@@ -539,9 +551,14 @@ class Compactor:
         self, conv: str, kind: str, depth: int, ids: list[str], items: tuple[SourceItem, ...],
         report: CompactionReport, hard: bool, refresh: bool, force: bool, *,
         earliest: str, latest: str, descendants: int, sources_digest: str, links: list[str], first_seq: int | None,
+        node_id: str | None = None,
     ) -> SummaryRow:
-        """Summarize ``items`` and write the node's note (the part leaves and condensed nodes share)."""
-        node_id = make_summary_id(conv, depth, ids)
+        """Summarize ``items`` and write the node's note (the part leaves and condensed nodes share).
+
+        A node is refreshed under its own id (``node_id``), even when its sources changed
+        because a deleted source was rebuilt differently.
+        """
+        node_id = node_id or make_summary_id(conv, depth, ids)
         request = self._request(conv, depth, items, self._previous(conv, depth, first_seq))
         result, fallback = self._summarize(request, hard, report, node_id)
         text = self._finish(result.text, items)
@@ -568,6 +585,35 @@ class Compactor:
         row = self.dag.write_summary(conv, fm, body, force=force)
         (report.refreshed if refresh else report.created).append(node_id)
         return row
+
+    def _refill(self, conv: str, node: SummaryRow, report: CompactionReport, hard: bool) -> list[SummaryRow]:
+        """``node``'s sources, with what a deleted source covered summarized again in its place.
+
+        Messages that came back become leaves; when a gap holds several nodes that fit
+        below ``node`` they are condensed into one, so a deleted note is rebuilt from
+        the same sources (and gets the same id).
+        """
+        out: list[SummaryRow] = []
+        for part in refill_plan(self.dag, node):
+            if not isinstance(part, list):
+                out.append(part)
+                continue
+            made: list[SummaryRow] = []
+            i = 0
+            while i < len(part):
+                if part[i].summary is not None:
+                    made.append(part[i].summary)  # type: ignore[arg-type]
+                    i += 1
+                    continue
+                found = self._leaf_chunk(part, i, len(part), 1)
+                if found is None:
+                    break
+                chunk, i = found
+                made.append(self._write_leaf(conv, chunk, report, hard))
+            if len(made) > 1 and max(r.depth for r in made) + 1 < node.depth:
+                made = [self._write_condensed(conv, made, report, hard)]
+            out.extend(made)
+        return out
 
     # -- corrections -------------------------------------------------------------------
 
@@ -615,22 +661,26 @@ class Compactor:
         without `watch` or `doctor` having run.
         """
         self.dag.sync(conv, full=True)
+        tried: set[str] = set()  # a node whose refresh could not be written is not tried again in this run
         for _ in range(64):  # a DAG is never that deep; guards against a pathological loop
             stale = [
                 r for r in self.dag.all(conv)
-                if r.stale and not r.human_owned and r.parent != "!invalid"
+                if r.stale and not r.human_owned and r.parent != "!invalid" and r.id not in tried
             ]
             if not stale:
                 return
             node = min(stale, key=lambda r: (r.depth, r.first_seq or 0))
+            tried.add(node.id)
             try:
                 if node.kind == "leaf":
                     rows = self.log.catalog.rows_by_ids(node.sources)
                     chunk = [rows[i] for i in node.sources if i in rows]
-                    self._write_leaf(conv, chunk, report, hard, refresh=True)
+                    self._write_leaf(conv, chunk, report, hard, refresh=True, node_id=node.id)
                 else:
-                    children = self.dag.children(node.id)
-                    self._write_condensed(conv, children, report, hard, refresh=True)
+                    children = self._refill(conv, node, report, hard) if node.gaps else self.dag.children(node.id)
+                    fresh = self.dag.get(node.id)
+                    if fresh is not None and (fresh.stale or fresh.gaps):  # a rebuilt source may have healed it
+                        self._write_condensed(conv, children, report, hard, refresh=True, node_id=node.id)
             except ValidationProblem:
                 pass  # a person edited it a moment ago: it is theirs now (the catalog was updated)
             self.dag.recompute(conv)
@@ -653,8 +703,10 @@ class Compactor:
             fresh = self.dag.get(row.id) or row
             if fresh.kind == "leaf":
                 found = self.log.catalog.rows_by_ids(fresh.sources)
-                self._write_leaf(conv, [found[i] for i in fresh.sources if i in found], report, False, refresh=True, force=force)
+                self._write_leaf(conv, [found[i] for i in fresh.sources if i in found], report, False, refresh=True,
+                                 force=force, node_id=fresh.id)
             else:
-                self._write_condensed(conv, self.dag.children(fresh.id), report, False, refresh=True, force=force)
+                self._write_condensed(conv, self.dag.children(fresh.id), report, False, refresh=True, force=force,
+                                      node_id=fresh.id)
             self.dag.recompute(conv)
         return report

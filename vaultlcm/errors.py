@@ -121,6 +121,10 @@ class StorageError(VaultLCMError):
         return cls(f"cannot {doing} {path}: {why}")
 
 
+class GitError(VaultLCMError):
+    """An auto-commit could not be made: git missing, no repository, or git refused the commit."""
+
+
 class IndexError_(VaultLCMError):
     """The full-text index failed; it can always be rebuilt with ``vaultlcm reindex``."""
 
