@@ -323,13 +323,13 @@ class IndexKeeper:
             "SELECT id, body_hash, parent FROM summaries") if p != "!invalid"})
         return [i for i, h in wanted.items() if stored.get(i) != h], [i for i in stored if i not in wanted]
 
-    def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
-        """Drop the index and build it again from the Markdown files."""
+    def rebuild(self, progress: Callable[[int], None] | None = None, *, backend: str | None = None) -> int:
+        """Drop the index and build it again from the Markdown files (with ``backend``, default: the setting's)."""
         if self._index is not None:
             self._index.close()
             self._index = None
         shutil.rmtree(self.layout.index_dir, ignore_errors=True)
-        index = open_index(self.settings.index_backend, self.layout.index_dir, reset=True)
+        index = open_index(backend or self.settings.index_backend, self.layout.index_dir, reset=True)
         self._index = index
         self.catalog.execute("DELETE FROM reindex_queue")
         count = index.rebuild(self.all_docs(), progress=progress)
