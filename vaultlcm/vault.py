@@ -504,7 +504,7 @@ class Vault:
         tally = RedactionTally(self.layout)
         redacted: Counter[str] = Counter()
         for conv, count, tokens, days, first, last in self.catalog.stats():
-            summaries = self.dag.all(conv)
+            n_summaries, max_depth = self.dag.counts(conv)  # aggregates: no summary body is read
             active = self.dag.active(conv)
             try:
                 cut: dict[str, Any] = self.assembler.assemble(conv, budget, "anthropic").describe()
@@ -514,8 +514,7 @@ class Vault:
             redacted.update(secrets)
             convs.append({
                 "conversation": conv, "messages": count, "tokens": tokens, "days": days, "first_at": first,
-                "last_at": last, "summaries": len(summaries),
-                "max_depth": max((s.depth for s in summaries), default=None),
+                "last_at": last, "summaries": n_summaries, "max_depth": max_depth,
                 "active_items": len(active), "active_tokens": sum(item_tokens(i) for i in active),
                 "context": {"budget": budget, **cut},
                 "redacted": secrets,
