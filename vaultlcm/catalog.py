@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS summaries(
     body TEXT NOT NULL, parent TEXT, stale INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS summaries_roots ON summaries(conv, first_seq) WHERE parent IS NULL;
 CREATE INDEX IF NOT EXISTS summaries_parent ON summaries(parent);
+CREATE INDEX IF NOT EXISTS summaries_time ON summaries(conv, latest_at, id);
 CREATE TABLE IF NOT EXISTS coverage(msg_id TEXT PRIMARY KEY, conv TEXT NOT NULL, summary_id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS coverage_summary ON coverage(summary_id);
 CREATE TABLE IF NOT EXISTS note_files(path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, summary_id TEXT);
