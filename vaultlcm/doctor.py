@@ -217,13 +217,18 @@ class Doctor:
         if not root.is_dir():
             return
         seen = {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='unsafe_note'")}
+        prefix = str(self.layout.root) + os.sep
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            # Plain strings: this visits every file of the vault, and pathlib costs more than the lstat.
+            rel_dir = dirpath[len(prefix):].replace(os.sep, "/")
             for name in [*dirnames, *filenames]:
-                path = Path(dirpath) / name
-                rel = self.layout.relative(path)
+                rel = f"{rel_dir}/{name}"
                 if rel in seen:
                     continue
-                mode = os.lstat(path).st_mode
+                try:
+                    mode = os.lstat(os.path.join(dirpath, name)).st_mode
+                except FileNotFoundError:  # removed while we looked
+                    continue
                 if stat.S_ISLNK(mode):
                     report.problems.append(Finding(
                         "unsafe_entry", f"{rel}: is a symlink; vaultlcm never reads or writes through it (it may "
@@ -285,7 +290,12 @@ class Doctor:
 
     def _temp_files(self) -> list[Path]:
         root = self.layout.conversations_dir
-        return sorted(root.rglob(f"{TEMP_PREFIX}*")) if root.is_dir() else []
+        if not root.is_dir():
+            return []
+        found = []
+        for dirpath, _dirs, filenames in os.walk(root, followlinks=False):
+            found += [Path(dirpath) / n for n in filenames if n.startswith(TEMP_PREFIX)]
+        return sorted(found)
 
     def _index(self, report: DoctorReport) -> None:
         # The index is derived and catches up on every use; lag is information, and only
