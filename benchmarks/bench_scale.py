@@ -278,6 +278,7 @@ def measure(size: int, workdir: Path, backends: list[str], builds: Path | None =
     print(f"[{size:,}] building the vault and the FTS5 reference…", file=sys.stderr, flush=True)
     built = build(size, root, db, builds)
     print(f"[{size:,}] measuring…", file=sys.stderr, flush=True)
+    load = [os.getloadavg()[0]]  # the machine may be shared: say how busy it was
     ing = run_child(INGEST, str(root), str(ingests))["lat"]
     ref = fts5_measure(db, ingests, rounds)
     default = backends[0]
@@ -310,12 +311,15 @@ def measure(size: int, workdir: Path, backends: list[str], builds: Path | None =
         # The default backend's searches ran above, on the index the build and the agent's ingests made.
         g = grep if backend == default else run_child(
             GREP, str(root), json.dumps(QUERIES_WORDS), json.dumps(QUERIES_IDS), REGEX, "", str(rounds), env=env)
+        load.append(os.getloadavg()[0])
         out[backend] = {
             "grep_p50_ms": p(g["words"] + g["ids"], 50) * 1e3, "grep_p95_ms": p(g["words"] + g["ids"], 95) * 1e3,
             "grep_ids_p50_ms": p(g["ids"], 50) * 1e3, "grep_first_ms": g["first"] * 1e3,
             "reindex_msgs_per_min": reindex["messages"] / max(reindex["s"], 1e-9) * 60,
             "reindex_peak_rss_mb": reindex["peak_rss_mb"],
         }
+    load.append(os.getloadavg()[0])
+    out["load_avg"], out["cpus"] = max(load), os.cpu_count()
     return out
 
 
@@ -406,9 +410,12 @@ def render(results: list[dict[str, Any]], command: str) -> str:
         cells = ["n/a" if value(r, key) is None else _num(value(r, key) or 0.0) for r in results]
         e = exponent(results, key)
         lines.append(f"| *reference:* {label} | " + " | ".join(cells) + f" | {'' if e is None else f'{e:.2f}'} |")
+    loads = ", ".join(f"{r['size']:,}: {r['load_avg']:.1f}" for r in results if r.get("load_avg") is not None)
     regex = ", ".join(f"{r['size']:,}: {r.get('regex_hits')} hits, {r.get('regex_total')} in all"
                       f"{' (partial)' if r.get('regex_partial') else ''}" for r in results)
-    return "\n".join(lines) + f"\n\nRegex pattern `{REGEX}` ({regex}).\n\nCommand: `{command}`\n"
+    cpus = results[0].get("cpus") or "?"
+    busy = f" Highest 1-minute load average of the {cpus}-core machine while measuring: {loads}." if loads else ""
+    return "\n".join(lines) + f"\n\nRegex pattern `{REGEX}` ({regex}).{busy}\n\nCommand: `{command}`\n"
 
 
 PALETTE = ["#3b6ea8", "#c9812b", "#7a9a3c", "#a8443b", "#6b4fa0", "#2b8f8f", "#8a6d3b", "#555555", "#d4a017"]
