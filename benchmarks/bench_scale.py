@@ -463,8 +463,9 @@ def svg_chart(results: list[dict[str, Any]]) -> str:
     ly = top + 6
     for i, (label, key, dashed) in enumerate(series):
         pts = points[key]
-        color = "#888888" if dashed else PALETTE[i % len(PALETTE)]
-        dash = ' stroke-dasharray="5,4"' if dashed else ""
+        ref = i - len(series) + len(CHART_REFS)  # references: greys, each its own dash
+        color = ["#777777", "#333333"][ref % 2] if dashed else PALETTE[i % len(PALETTE)]
+        dash = f' stroke-dasharray="{["6,4", "2,3"][ref % 2]}"' if dashed else ""
         if len(pts) > 1:
             path = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in pts if b)
             out.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
