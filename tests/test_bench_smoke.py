@@ -81,3 +81,19 @@ def test_exponents_and_chart_from_results() -> None:
     svg = ET.fromstring(bench_scale.svg_chart(results))
     lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) >= 4 and all(len(line.get("points", "").split()) == 2 for line in lines)
+
+
+def test_reads_script_measures_an_existing_build(tiny_run: tuple[Path, str]) -> None:
+    """``bench_scale_reads.py`` (the read side alone, on a vault bench_scale built) runs and says what it measured."""
+    work, _ = tiny_run
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "bench_scale_reads.py"), str(work / "vaults" / "vault-40"),
+         str(work / "vaults" / "fts-40.sqlite"), "--rounds", "1", "--out", str(work / "reads.json")],
+        capture_output=True, text=True, timeout=200, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads((work / "reads.json").read_text())
+    assert data["backend"] == "tantivy" and data["documents"] > 40
+    for key in ("grep_p95_ms", "grep_ids_p50_ms", "regex_ms", "regex_count_ms", "fts5_grep_p95_ms"):
+        assert data[key] > 0, key
+    assert data["regex_partial"] is False
