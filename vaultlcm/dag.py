@@ -283,7 +283,11 @@ class Dag:
                 if name.startswith("."):
                     continue
                 rel = f"{rel_here}/{name}"
-                if e.is_dir():  # follows a symlink, as os.walk does: a symlinked folder is skipped below
+                try:
+                    is_dir = e.is_dir()  # follows a symlink, as os.walk does: a symlinked folder is skipped below
+                except OSError:  # a symlink loop (ELOOP): not a folder, refused below like any symlink
+                    is_dir = False
+                if is_dir:
                     if not e.is_symlink() and not (top and name in _NOT_NOTES):
                         subdirs.append((e.path, rel, False))
                     continue
