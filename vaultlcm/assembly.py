@@ -41,6 +41,7 @@ compacted, untrusted history::
 from __future__ import annotations
 
 import functools
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -245,8 +246,7 @@ class _History:
                     message=row)
 
     def summary_item(self, row: SummaryRow) -> Item:
-        cost = _cached_cost((row.id, row.body_hash + row.latest_at + str(row.descendant_count), "summary"),
-                            lambda: summary_item_cost(row))
+        cost = self.asm.summary_cost(row)
         first = row.first_seq if row.first_seq is not None else 0
         last = row.last_seq if row.last_seq is not None else first
         return Item("summary", first, last, cost, max(1, row.descendant_count), summary=row)
@@ -379,6 +379,34 @@ class Assembler:
         self._decoded: OrderedDict[tuple[str, str, str, int], Message] = OrderedDict()
         self._decoded_lock = threading.Lock()
         self._kids: dict[str, tuple[Any, dict[str, list[MessageRow | SummaryRow]]]] = {}
+        self._new_costs: dict[str, tuple[str, int]] = {}
+
+    def summary_cost(self, row: SummaryRow) -> int:
+        """:func:`summary_item_cost`, remembered in this process and in the catalog for other processes.
+
+        Keyed by a hash of the rendered block, so any change to what is rendered counts again;
+        a new process then plans with no tokenizer work for the summaries it meets (the first
+        ``assemble`` or ``status`` after opening a vault).
+        """
+        text = render_summary(row)
+        key = hashlib.blake2b(text.encode("utf-8"), digest_size=12).hexdigest()
+
+        def compute() -> int:
+            known = self.log.catalog.summary_cost(row.id, key)
+            if known is not None:
+                return known
+            tokens = summary_item_cost(row)
+            with self._decoded_lock:
+                self._new_costs[row.id] = (key, tokens)
+            return tokens
+
+        return _cached_cost((row.id, key, "summary"), compute)
+
+    def save_costs(self) -> None:
+        """Store the summary costs counted since the last call (one transaction)."""
+        with self._decoded_lock:
+            new, self._new_costs = self._new_costs, {}
+        self.log.catalog.save_summary_costs(new)
 
     def stamp(self, conv: str) -> tuple[Any, ...]:
         """Changes whenever the DAG or the log of ``conv`` may have changed (keys the children cache)."""
@@ -546,7 +574,10 @@ class Assembler:
     # -- the whole context -----------------------------------------------------------------
 
     def assemble(self, conv: str, budget: int, fmt: str) -> AssembledContext:
-        ctx = self._assemble(conv, budget, fmt)
+        try:
+            ctx = self._assemble(conv, budget, fmt)
+        finally:
+            self.save_costs()
         if not ctx.messages:
             # Every API rejects an empty message list.
             raise NotFoundError(

@@ -82,11 +82,13 @@ CREATE TABLE IF NOT EXISTS summaries(
     body TEXT NOT NULL, parent TEXT, stale INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS summaries_roots ON summaries(conv, first_seq) WHERE parent IS NULL;
 CREATE INDEX IF NOT EXISTS summaries_parent ON summaries(parent);
+CREATE INDEX IF NOT EXISTS summaries_time ON summaries(conv, latest_at, id);
 CREATE TABLE IF NOT EXISTS coverage(msg_id TEXT PRIMARY KEY, conv TEXT NOT NULL, summary_id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS coverage_summary ON coverage(summary_id);
 CREATE TABLE IF NOT EXISTS note_files(path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, summary_id TEXT);
 CREATE TABLE IF NOT EXISTS problems(path TEXT NOT NULL, conv TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS reindex_queue(id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS summary_costs(id TEXT PRIMARY KEY, key TEXT NOT NULL, tokens INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS failures(conv TEXT NOT NULL, at TEXT NOT NULL, summarizer TEXT NOT NULL, detail TEXT NOT NULL);
 """
 HEAD_BYTES = 256
@@ -606,6 +608,24 @@ class Catalog:
         """Payload file name -> a log that refers to it, for every payload ``conv``'s messages use."""
         return {str(n): str(p) for n, p in self.execute(
             "SELECT name, MIN(path) FROM payload_refs WHERE conv=? GROUP BY name", (conv,))}
+
+    # -- token costs of rendered summaries (a cache shared by every process) ----------------
+
+    def summary_cost(self, summary_id: str, key: str) -> int | None:
+        """Tokens of a summary as assembly renders it, if counted before for the rendering ``key`` names."""
+        rows = self.execute("SELECT tokens FROM summary_costs WHERE id=? AND key=?", (summary_id, key))
+        return int(rows[0][0]) if rows else None
+
+    def save_summary_costs(self, costs: dict[str, tuple[str, int]]) -> None:
+        """Remember ``{id: (key, tokens)}``; a catalog that cannot be written (read-only media) is left as is."""
+        if not costs:
+            return
+        try:
+            with self.transaction() as db:
+                db.executemany("INSERT OR REPLACE INTO summary_costs(id, key, tokens) VALUES(?,?,?)",
+                               [(i, k, n) for i, (k, n) in costs.items()])
+        except (sqlite3.Error, StorageError, LockTimeoutError):
+            pass  # only a cache: the next process counts again
 
     def duplicates(self) -> list[tuple[str, str, int]]:
         return [tuple(r) for r in self.execute("SELECT id, path, start FROM duplicates")]  # type: ignore[misc]

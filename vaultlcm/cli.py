@@ -463,11 +463,14 @@ def ask(obj: Context, question: str, conversation: str | None, max_tokens: int |
 
 
 @cli.command()
+@click.option("--backend", type=click.Choice(["whoosh", "tantivy"]), default=None,
+              help="Switch the full-text index to this backend: rebuild it with it and record "
+              "index_backend in vaultlcm.toml (tantivy needs the extra vaultlcm[tantivy]).")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
 @QUIET
 @pass_ctx
 @handle_errors
-def reindex(obj: Context, as_json: bool, quiet: bool) -> None:
+def reindex(obj: Context, backend: str | None, as_json: bool, quiet: bool) -> None:
     """Rebuild the derived catalog and full-text index from the Markdown files."""
     from .progress import progress_bar
 
@@ -481,12 +484,15 @@ def reindex(obj: Context, as_json: bool, quiet: bool) -> None:
             if bar is not None:
                 bar(done[0], max(total, done[0]))
 
-        result = vault.reindex(progress=step)
+        result = vault.reindex(progress=step, backend=backend)
     if as_json:
         _echo_json(result)
         return
     click.echo(f"Reindexed {result['documents']} documents ({result['messages']} messages, "
-               f"{result['summaries']} summaries in {result['conversations']} conversations)")
+               f"{result['summaries']} summaries in {result['conversations']} conversations) "
+               f"with {result['backend']}")
+    if result.get("settings_changed"):
+        click.echo(f"Recorded index_backend = \"{result['backend']}\" in vaultlcm.toml")
 
 
 @cli.command()

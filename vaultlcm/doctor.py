@@ -217,13 +217,18 @@ class Doctor:
         if not root.is_dir():
             return
         seen = {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='unsafe_note'")}
+        prefix = str(self.layout.root) + os.sep
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            # Plain strings: this visits every file of the vault, and pathlib costs more than the lstat.
+            rel_dir = dirpath[len(prefix):].replace(os.sep, "/")
             for name in [*dirnames, *filenames]:
-                path = Path(dirpath) / name
-                rel = self.layout.relative(path)
+                rel = f"{rel_dir}/{name}"
                 if rel in seen:
                     continue
-                mode = os.lstat(path).st_mode
+                try:
+                    mode = os.lstat(os.path.join(dirpath, name)).st_mode
+                except FileNotFoundError:  # removed while we looked
+                    continue
                 if stat.S_ISLNK(mode):
                     report.problems.append(Finding(
                         "unsafe_entry", f"{rel}: is a symlink; vaultlcm never reads or writes through it (it may "
@@ -285,7 +290,12 @@ class Doctor:
 
     def _temp_files(self) -> list[Path]:
         root = self.layout.conversations_dir
-        return sorted(root.rglob(f"{TEMP_PREFIX}*")) if root.is_dir() else []
+        if not root.is_dir():
+            return []
+        found = []
+        for dirpath, _dirs, filenames in os.walk(root, followlinks=False):
+            found += [Path(dirpath) / n for n in filenames if n.startswith(TEMP_PREFIX)]
+        return sorted(found)
 
     def _index(self, report: DoctorReport) -> None:
         # The index is derived and catches up on every use; lag is information, and only
@@ -293,13 +303,13 @@ class Doctor:
         # keeps the usual case cheap; ids and hashes are compared only when counts differ.
         if self.indexer.counts_match():
             return
-        drift = self.indexer.drift()
-        report.notes.append(Finding(
-            "index_caught_up",
-            f"the search index lacked {len(drift['missing'])} document(s) and had {len(drift['extra'])} extra; "
-            "caught up", None))
         try:
-            self.indexer.catch_up()
+            # The catch-up compares every id and hash once and says what it did: no separate
+            # comparison first (each reads every document of the index).
+            done = self.indexer.catch_up()
+            report.notes.append(Finding(
+                "index_caught_up", f"the search index lacked (or held stale) {done['added']} document(s) and had "
+                f"{done['removed']} extra; caught up", None))
             self.indexer.open().flush()
             if self.indexer.counts_match():
                 return

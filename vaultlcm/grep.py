@@ -269,11 +269,13 @@ class _RegexScan:
 
     def _work(self) -> None:
         try:
+            # Messages first: their hits bound how far back the summaries must be read (see _summaries).
+            for conv in self.convs:
+                if self.kind in (None, "message"):
+                    self._messages(conv)
             for conv in self.convs:
                 if self.kind in (None, "summary"):
                     self._summaries(conv)
-                if self.kind in (None, "message"):
-                    self._messages(conv)
         except _Stop:
             pass
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
@@ -299,20 +301,37 @@ class _RegexScan:
             self.hits.append(hit)
 
     def _summaries(self, conv: str) -> None:
+        """Summaries newest first (oldest, with that sort), a page at a time: with a page to fill,
+        only as many are read as it takes."""
         from .indexing import _ts
 
         found_here = 0
-        for s in sorted(self.vault.dag.all(conv), key=lambda r: r.latest_at, reverse=not self.oldest_first):
-            if s.parent == "!invalid":
-                continue
-            at = _ts(s.latest_at)
-            if _in_window(at, self.since, self.before) and (m := self._search(s.body)):
-                self._add(Hit(s.id, "summary", conv, snip(s.body, m.start(), m.end()), at, 0.0,
-                              depth=s.depth, seq=s.last_seq or 0))
-                found_here += 1
-                if self.need is not None and found_here >= self.need:
-                    self.stopped_early = True  # the rest are older (newer, oldest first): not on this page
+        after: tuple[str, str] | None = None
+        bound = self._page_bound()
+        while rows := self.vault.dag.by_time(conv, oldest_first=self.oldest_first, after=after):
+            after = (rows[-1].latest_at, rows[-1].id)
+            for s in rows:
+                at = _ts(s.latest_at)
+                if bound is not None and (at > bound if self.oldest_first else at < bound):
+                    # Older (newer) than a full page of hits already found: no summary from here on
+                    # can be on the page.
+                    self.stopped_early = True
                     return
+                if _in_window(at, self.since, self.before) and (m := self._search(s.body)):
+                    self._add(Hit(s.id, "summary", conv, snip(s.body, m.start(), m.end()), at, 0.0,
+                                  depth=s.depth, seq=s.last_seq or 0))
+                    found_here += 1
+                    if self.need is not None and found_here >= self.need:
+                        self.stopped_early = True  # the rest are older (newer, oldest first): not on this page
+                        return
+
+    def _page_bound(self) -> float | None:
+        """The time of the ``need``-th hit in page order among those found so far (None: no full page yet)."""
+        if self.need is None:
+            return None
+        with self._lock:
+            times = sorted((h.at for h in self.hits), reverse=not self.oldest_first)
+        return times[self.need - 1] if len(times) >= self.need else None
 
     def _messages(self, conv: str) -> None:
         """Scan whole log files (newest day first), verifying only the entries where the pattern fell.
@@ -328,17 +347,23 @@ class _RegexScan:
         from .indexing import _ts
 
         catalog = self.vault.catalog
+        layout = self.vault.layout
         found_here = 0
         paths = [str(p) for (p,) in catalog.execute(
             "SELECT path FROM logs WHERE conv=? ORDER BY path " + ("ASC" if self.oldest_first else "DESC"), (conv,))]
+        checked: set[str] = set()  # folders already checked to hold no symlink on the way from the root
+        windowed = self.since is not None or self.before is not None
         for rel in paths:
             if self._stop.is_set():
                 raise _Stop
-            day = rel.rsplit("/", 1)[-1][:10]
-            if not _day_in_window(day, self.since, self.before):
+            folder, _, name = rel.rpartition("/")
+            if windowed and not _day_in_window(name[:10], self.since, self.before):
                 continue
             try:
-                data = read_file(self.vault.layout.inside(self.vault.layout.root / rel))
+                if folder not in checked:
+                    layout.inside(layout.root / folder)
+                    checked.add(folder)
+                data = read_file(layout.root / rel)  # the file itself is opened without following a symlink
             except OSError:
                 continue
             candidates = self._file_candidates(data.decode("utf-8", errors="replace"))

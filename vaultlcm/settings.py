@@ -205,7 +205,8 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        # A TOML basic string: JSON's escapes are TOML's, and TOML also forbids a raw DEL.
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, dict):  # an inline table: { kind = "value" }
         if not value:
             return "{}"
@@ -230,3 +231,49 @@ def default_toml() -> str:
             lines.append(f"{name} = {_toml_value(value)}")
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_setting(toml_path: Path, name: str, value: Any) -> bool:
+    """Record ``name = value`` in a vault's ``vaultlcm.toml``, keeping every other line as written.
+
+    The value is validated as :class:`Settings` would read it. The key's line is
+    replaced where it is set (or where ``vaultlcm init`` left it commented out),
+    else appended with its description; returns False when the file already said
+    so (nothing is written then). Top-level keys only, like every setting.
+    """
+    import re
+
+    from .fsutil import atomic_write
+
+    if name not in Settings.model_fields:
+        raise SettingsError(f"unknown setting {name!r}; the known ones are listed in vaultlcm.toml")
+    try:
+        Settings.model_validate({name: value})
+    except ValidationError as exc:
+        _raise_for(exc, {name: "argument"})
+    try:
+        text = toml_path.read_text(encoding="utf-8") if toml_path.exists() else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"{toml_path}: cannot be read ({exc}); fix the file or delete it to use defaults") from exc
+    line = f"{name} = {_toml_value(value)}"
+    # The first table header ends the top level: a key below it would belong to that table.
+    table = re.search(r"(?m)^[ \t]*\[", text)
+    top, rest = (text[: table.start()], text[table.start():]) if table else (text, "")
+    set_at = re.search(rf"(?m)^[ \t]*{re.escape(name)}[ \t]*=.*$", top)
+    commented = re.search(rf"(?m)^[ \t]*#[ \t]*{re.escape(name)}[ \t]*=.*$", top)
+    if set_at or commented:
+        m = set_at or commented
+        assert m is not None
+        top = top[: m.start()] + line + top[m.end():]
+    else:
+        description = Settings.model_fields[name].description or ""
+        top = (top.rstrip("\n") + "\n\n" if top.strip() else "") + f"# {description}\n{line}\n" + ("\n" if rest else "")
+    new = top + rest
+    if new == text:
+        return False
+    try:
+        tomllib.loads(new)
+    except tomllib.TOMLDecodeError as exc:  # the file was broken before: say so rather than write over it
+        raise SettingsError(f"{toml_path}: not valid TOML ({exc}); fix the file, then run the command again") from exc
+    atomic_write(toml_path, new.encode("utf-8"))
+    return True

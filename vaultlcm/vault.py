@@ -507,7 +507,7 @@ class Vault:
         tally = RedactionTally(self.layout)
         redacted: Counter[str] = Counter()
         for conv, count, tokens, days, first, last in self.catalog.stats():
-            summaries = self.dag.all(conv)
+            n_summaries, max_depth = self.dag.counts(conv)  # aggregates: no summary body is read
             active = self.dag.active(conv)
             try:
                 cut: dict[str, Any] = self.assembler.assemble(conv, budget, "anthropic").describe()
@@ -517,8 +517,7 @@ class Vault:
             redacted.update(secrets)
             convs.append({
                 "conversation": conv, "messages": count, "tokens": tokens, "days": days, "first_at": first,
-                "last_at": last, "summaries": len(summaries),
-                "max_depth": max((s.depth for s in summaries), default=None),
+                "last_at": last, "summaries": n_summaries, "max_depth": max_depth,
                 "active_items": len(active), "active_tokens": sum(item_tokens(i) for i in active),
                 "context": {"budget": budget, **cut},
                 "redacted": secrets,
@@ -589,16 +588,42 @@ class Vault:
 
         return ask(self, question, conversation=conversation, max_tokens=max_tokens)
 
-    def reindex(self, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-        """Rebuild the catalog and the full-text index from the Markdown files."""
+    def reindex(self, progress: Callable[[int], None] | None = None, *, backend: str | None = None) -> dict[str, Any]:
+        """Rebuild the catalog and the full-text index from the Markdown files.
+
+        ``backend`` ("whoosh" or "tantivy") switches the index to that backend: the
+        index is rebuilt with it, then the choice is recorded as ``index_backend`` in
+        ``vaultlcm.toml`` so every later process uses it.
+        """
+        from .settings import ENV_PREFIX, write_setting
+
+        if backend is not None:
+            from .index.base import BACKENDS
+
+            if backend not in BACKENDS:
+                raise UsageError(f"unknown index backend {backend!r}; use {' or '.join(BACKENDS)}")
+            env = self.environ.get(ENV_PREFIX + "INDEX_BACKEND")
+            if env is not None and env != backend:
+                raise UsageError(
+                    f"the environment variable {ENV_PREFIX}INDEX_BACKEND={env} overrides vaultlcm.toml, so a switch "
+                    f"to {backend} would not last; unset it (or set it to {backend}) and run the command again")
+            self._require_writable("switch the index backend")
         self.catalog.reset()
         self._fully_synced.clear()
         for conv in self.conversations():
             self.sync(conv)
-        count = self.indexer.rebuild(progress=progress)
-        return {"documents": count, "conversations": len(self.conversations()),
-                "messages": self.catalog.execute("SELECT COUNT(*) FROM messages")[0][0],
-                "summaries": self.catalog.execute("SELECT COUNT(*) FROM summaries")[0][0]}
+        count = self.indexer.rebuild(progress=progress, backend=backend)
+        out: dict[str, Any] = {
+            "documents": count, "conversations": len(self.conversations()),
+            "messages": self.catalog.execute("SELECT COUNT(*) FROM messages")[0][0],
+            "summaries": self.catalog.execute("SELECT COUNT(*) FROM summaries")[0][0],
+            "backend": backend or self.settings.index_backend,
+        }
+        if backend is not None:
+            # Recorded only once the new index is complete: a failed rebuild leaves the old choice in place.
+            out["settings_changed"] = write_setting(self.layout.settings_path, "index_backend", backend)
+            self.settings.index_backend = backend  # type: ignore[assignment]
+        return out
 
     # -- people in the loop --------------------------------------------------------
 

@@ -29,6 +29,8 @@ from ..errors import IndexError_, UsageError
 
 #: The values of :attr:`IndexDoc.kind`.
 KINDS = ("message", "summary")
+#: The index backends :func:`open_index` knows.
+BACKENDS = ("whoosh", "tantivy")
 #: The orders :meth:`SearchIndex.search` can return hits in.
 SORTS = ("relevance", "newest", "oldest")
 

@@ -1,0 +1,161 @@
+"""``vaultlcm reindex --backend``: switching the index backend is one command, recorded in vaultlcm.toml."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from vaultlcm import Vault
+from vaultlcm.cli import cli
+from vaultlcm.errors import SettingsError
+from vaultlcm.settings import Settings, load_settings, write_setting
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, args, env=env, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def index_backend_on_disk(vault: Path) -> str:
+    return json.loads((vault / ".vaultlcm" / "index" / "vaultlcm-index.json").read_text())["backend"]
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = tmp_path / "v"
+    assert run(["init", str(root)])[0] == 0
+    with Vault(root) as v:
+        v.ingest("chat", [
+            {"role": "user", "content": "Where is the deploy config? src/app.py has call_4242"},
+            {"role": "assistant", "content": "The deploy timeout lives in config/settings.toml"},
+        ])
+        v.compact("chat", force=True)
+    return root
+
+
+def grep_ids(root: Path, query: str) -> set[str]:
+    code, out, _ = run(["--vault", str(root), "grep", query, "--json"])
+    assert code == 0, out
+    return {h["id"] for h in json.loads(out)["hits"]}
+
+
+def test_reindex_backend_switches_both_ways_and_records_the_choice(vault: Path) -> None:
+    before = grep_ids(vault, "deploy")
+    toml_before = (vault / "vaultlcm.toml").read_text()
+    assert 'index_backend = "whoosh"' in toml_before
+
+    code, out, err = run(["--vault", str(vault), "reindex", "--backend", "tantivy", "--quiet"])
+    assert code == 0, err
+    assert "with tantivy" in out and "Recorded index_backend" in out
+    assert index_backend_on_disk(vault) == "tantivy"
+    assert load_settings(vault / "vaultlcm.toml", environ={}).index_backend == "tantivy"
+    toml_after = (vault / "vaultlcm.toml").read_text()
+    # One line changed; every comment and other setting kept as written.
+    changed = [(a, b) for a, b in zip(toml_before.splitlines(), toml_after.splitlines()) if a != b]
+    assert changed == [('index_backend = "whoosh"', 'index_backend = "tantivy"')]
+    # A new process opens the tantivy index and finds the same documents (identifiers too).
+    assert grep_ids(vault, "deploy") == before
+    assert grep_ids(vault, "call_4242")
+
+    code, out, _ = run(["--vault", str(vault), "reindex", "--backend", "tantivy", "--json", "--quiet"])
+    assert code == 0 and json.loads(out)["settings_changed"] is False  # already recorded: the file is not touched
+
+    code, out, _ = run(["--vault", str(vault), "reindex", "--backend", "whoosh", "--json", "--quiet"])
+    result = json.loads(out)
+    assert code == 0 and result["backend"] == "whoosh" and result["settings_changed"] is True
+    assert index_backend_on_disk(vault) == "whoosh"
+    assert (vault / "vaultlcm.toml").read_text() == toml_before
+    assert grep_ids(vault, "deploy") == before
+
+
+def test_reindex_without_backend_keeps_the_setting(vault: Path) -> None:
+    text = (vault / "vaultlcm.toml").read_text()
+    code, out, _ = run(["--vault", str(vault), "reindex", "--json", "--quiet"])
+    assert code == 0 and json.loads(out)["backend"] == "whoosh" and "settings_changed" not in json.loads(out)
+    assert (vault / "vaultlcm.toml").read_text() == text
+
+
+def test_environment_override_is_refused_before_anything_changes(vault: Path) -> None:
+    assert grep_ids(vault, "deploy")  # the index exists
+    text = (vault / "vaultlcm.toml").read_text()
+    code, _, err = run(["--vault", str(vault), "reindex", "--backend", "tantivy"], env={"VAULTLCM_INDEX_BACKEND": "whoosh"})
+    assert code == 2 and err.startswith("Error: ") and "VAULTLCM_INDEX_BACKEND" in err
+    assert (vault / "vaultlcm.toml").read_text() == text
+    assert index_backend_on_disk(vault) == "whoosh"
+
+
+def test_unknown_backend_is_a_usage_error(vault: Path) -> None:
+    code, _, err = run(["--vault", str(vault), "reindex", "--backend", "lucene"])
+    assert code == 2 and "lucene" in err
+
+
+# -- write_setting ----------------------------------------------------------------------
+
+_KEYS = ["fresh_tail_count", "regex_timeout_seconds", "summarizer", "redact_secrets", "anthropic_model"]
+_values = {
+    "fresh_tail_count": st.integers(0, 10_000),
+    "regex_timeout_seconds": st.floats(0.01, 1e6, allow_nan=False),
+    "summarizer": st.sampled_from(["digest", "anthropic", "openai"]),
+    "redact_secrets": st.booleans(),
+    "anthropic_model": st.text(max_size=30),
+}
+comment_text = st.text(st.characters(blacklist_categories=("Cc", "Cs")), max_size=40)  # TOML comments hold no controls
+
+
+@st.composite
+def toml_files(draw: st.DrawFn) -> tuple[str, dict[str, object]]:
+    """A settings file a person could have written: some keys set, comments, blank lines, maybe the key commented."""
+    from vaultlcm.settings import _toml_value
+
+    keys = draw(st.lists(st.sampled_from(_KEYS), unique=True))
+    lines: list[str] = []
+    values: dict[str, object] = {}
+    for key in keys:
+        values[key] = draw(_values[key])
+        lines.append(f"{key} = {_toml_value(values[key])}")
+    lines += ["# " + c for c in draw(st.lists(comment_text, max_size=3))]
+    lines += [""] * draw(st.integers(0, 2))
+    where = draw(st.sampled_from(["absent", "set", "commented"]))
+    if where == "set":
+        lines.append(f'index_backend = "{draw(st.sampled_from(["whoosh", "tantivy"]))}"')
+    elif where == "commented":
+        lines.append('# index_backend = "whoosh"')
+    order = draw(st.permutations(range(len(lines))))
+    text = "\n".join(lines[i] for i in order)
+    return text + ("\n" if draw(st.booleans()) else ""), values
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(toml_files(), st.sampled_from(["whoosh", "tantivy"]))
+def test_write_setting_sets_one_key_and_keeps_the_rest(tmp_path: Path, drawn: tuple[str, dict], backend: str) -> None:
+    text, values = drawn
+    path = tmp_path / "vaultlcm.toml"
+    path.write_text(text, encoding="utf-8")
+    write_setting(path, "index_backend", backend)
+    new = path.read_text(encoding="utf-8")
+    data = tomllib.loads(new)
+    assert data["index_backend"] == backend
+    assert {k: v for k, v in data.items() if k != "index_backend"} == values
+    # Every comment but the one naming the key survives.
+    kept = [ln for ln in text.splitlines() if ln.startswith("#") and "index_backend" not in ln]
+    assert all(ln in new.splitlines() for ln in kept)
+    assert load_settings(path, environ={}).index_backend == backend
+    assert write_setting(path, "index_backend", backend) is False  # same value: nothing written
+
+
+def test_write_setting_keeps_tables_below_and_validates(tmp_path: Path) -> None:
+    path = tmp_path / "vaultlcm.toml"
+    path.write_text('fresh_tail_count = 8\n\n[tool.other]\nindex_backend = "x"\n', encoding="utf-8")
+    assert write_setting(path, "index_backend", "tantivy")
+    data = tomllib.loads(path.read_text())
+    assert data["index_backend"] == "tantivy" and data["tool"]["other"]["index_backend"] == "x"
+    with pytest.raises(SettingsError, match="index_backend"):
+        write_setting(path, "index_backend", "lucene")
+    with pytest.raises(SettingsError, match="unknown setting"):
+        write_setting(path, "no_such_setting", 1)
+    assert Settings.model_fields["index_backend"].description  # appended lines carry it
