@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..tokens import count_tokens, truncate_to_tokens
-from .facts import CLAUSE_RE, DATE_RE, IDENT_RE, MAX_UNIT_CHARS, MONTHS, NUMBER_UNIT_RE, ROLE_RE, names_in, score
+from .facts import CLAUSE_RE, DATE_RE, IDENT_RE, MAX_UNIT_CHARS, MONTHS, NUMBER_UNIT_RE, ROLE_RE, names_in, score, split_sentences
 
 _I = re.IGNORECASE
 
@@ -377,3 +377,79 @@ def time_span(start: str | None, end: str | None) -> str:
     if b.date() == a.date():
         return f"{day_a}, {a.strftime('%H:%M')}–{b.strftime('%H:%M')}"
     return f"{day_a} {a.strftime('%H:%M')} – {b.strftime('%b')} {b.day} {b.strftime('%H:%M')}"
+
+
+# -- readable clauses ------------------------------------------------------------------------
+
+#: Openers that frame a sentence without saying anything ("Heads up:", "Note that", "By the way,").
+_FRAMING = re.compile(
+    r"^(?:(?:note|remember|keep in mind) that\s+|(?:heads up|fyi|update|note|reminder|btw|ps|for the record|"
+    r"for record|by the way|also|and|but|so|then|quick question|question)\b[,:;!.—–-]*\s+)+",
+    _I,
+)
+
+
+def clause(text: str, words: int) -> str:
+    """A readable phrase of at most about ``words`` words: whole clauses of ``text``, articles kept.
+
+    The leading clauses are kept while they fit; a first clause longer than
+    that is cut at a word boundary (never inside "July 19") and marked "…".
+    Unlike :func:`telegraph`, nothing is dropped from inside what is kept, so
+    the phrase reads as the source said it.
+    """
+    text = " ".join(text.split())
+    sentences = split_sentences(text)
+    if len(sentences) > 1 and len(sentences[0].split()) >= 4:
+        text = sentences[0]  # the first thing a line says is what it is about
+    stripped = _FRAMING.sub("", without_interjections(text))
+    text = stripped[:1].upper() + stripped[1:] if stripped and text[:1].isupper() else stripped or text
+    if len(text.split()) <= words + 2:
+        return text.rstrip(",;:")
+    kept: list[str] = []
+    count = 0
+    for part in (p for p in CLAUSE_RE.split(text) if p):
+        n = len(part.split())
+        if kept and count + n > words:
+            break
+        kept.append(part)
+        count += n
+        if count >= words:
+            break
+    if len(kept) == 1 and count > words + 2:
+        return first_words(kept[0], words)
+    head = " ".join(kept).rstrip(",;:—–- ")
+    return head if head == text.rstrip(",;:") else head + " …"
+
+
+def fact_window(text: str, phrase: str, words: int) -> str:
+    """About ``words`` words of ``text`` around ``phrase``, from the start of its sentence or clause.
+
+    ``Note that the billing migration is scheduled for October 4, so plan
+    around it`` with ``October 4`` gives ``The billing migration is scheduled
+    for October 4``: the fact with what it is about, not the fact alone.
+    """
+    text = clause(text, 10_000)  # framing ("Heads up:") and interjections dropped, nothing else
+    tokens = text.split()
+    at = text.lower().find(phrase.lower())
+    if at < 0 or not tokens:
+        return phrase
+    before = text[:at]
+    first = len(before.split()) - (1 if before and not before[-1].isspace() else 0)  # "(LEDG-488)" is one word
+    first = max(0, min(first, len(tokens) - 1))
+    last = min(len(tokens), first + max(1, len(phrase.split())))
+    if last <= words:
+        start = 0
+    else:
+        # The clause the phrase is in, when that is close enough; else the words just before it.
+        bounds = [i for i in range(1, first) if tokens[i - 1][-1:] in ",;:" or tokens[i][:1] in "(—–"]
+        start = next((b for b in reversed(bounds) if last - b <= words), max(0, last - words))
+    end = min(len(tokens), max(last, start + words))
+    while end > last and tokens[end - 1].lower().strip(",;:.") in _DANGLING:
+        end -= 1  # "… from Tom this" reads cut off; "… from Tom" does not
+    out = _FRAMING.sub("", " ".join(tokens[start:end]).strip(" ,;:"))
+    if out.count("(") != out.count(")"):
+        out = out.replace("(", "").replace(")", "")
+    return out.rstrip(".,;:") if end < len(tokens) else out
+
+
+_DANGLING = _GLUE_WORDS | {"this", "that", "these", "those", "so", "but", "which", "who"}
