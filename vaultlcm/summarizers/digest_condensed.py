@@ -43,21 +43,23 @@ from .facts import CHITCHAT_RE, facts_of, score, split_sentences
 from .phrases import PHRASE_WEIGHT, clause, fact_window, key_phrases, time_span, value_changes
 
 #: Words of what was asked a timeline entry keeps (whole clauses, articles and all), by depth.
-GOAL_WORDS = {1: 12, 2: 10}
-DEFAULT_GOAL_WORDS = 9
+GOAL_WORDS = {1: 9, 2: 8}
+DEFAULT_GOAL_WORDS = 8
 #: Topics one day of one child may list: the first things asked are what the day was about.
 GOALS_PER_DAY = {1: 2}
-DEFAULT_GOALS_PER_DAY = 2
-DECISION_WORDS = 10
-#: Names, tickets and dates one timeline entry may carry: a handful, the rest is said in Found.
+DEFAULT_GOALS_PER_DAY = 1
+DECISION_WORDS = 8
+#: Tickets one timeline entry may carry: a handful; people, dates and numbers are said in Found.
 MAX_LINE_FACTS = {1: 4}
 DEFAULT_MAX_LINE_FACTS = 3
-LINE_FACT_KINDS = frozenset({"role", "preference", "ticket", "date"})
+LINE_FACT_KINDS = frozenset({"ticket"})
 #: Words around a fact a Found phrase keeps: shorter the higher the note, so it never copies a child's line.
-FOUND_WORDS = {1: 9, 2: 7}
-DEFAULT_FOUND_WORDS = 6
+FOUND_WORDS = {1: 7, 2: 6}
+DEFAULT_FOUND_WORDS = 5
 FOUND_FACT_KINDS = frozenset({"role", "preference", "ticket", "date", "number", "labelled", "name"})
 FACTS_PER_FOUND_LINE = 3
+#: A fact a person may ask about again outranks an open item's or a decision's wording.
+FOUND_BONUS = 1
 #: Open items a note above depth 1 keeps: the newest state, not every to-do ever written.
 MAX_OPEN_ABOVE = 6
 
@@ -194,20 +196,25 @@ def _choices(text: str) -> list[str]:
 
 
 def _asks(lines: list[BodyLine]) -> tuple[list[str], list[str]]:
-    """What the person asked for that day: the real requests, and the other things they said.
+    """What the person asked for that day: their requests, and the other things they said.
 
-    A request is a question or a sentence that names something; "Nice." or
-    "Back from lunch." around it is not.
+    A short request ("Can you dig in?") stands for the sentence before it,
+    which says what it is about. "Nice." or "Back from lunch." is neither.
     """
-    sentences = [s for line in lines if line.section == "Asked"
-                 for s in split_sentences(strip_links(line.text)) if s.strip(" …")]
-    if not sentences:
-        sentences = [s for line in lines if line.section in (FOUND, "")
-                     for s in split_sentences(strip_links(line.text)) if s.strip(" …")]
-    real = [s for s in sentences if len(s.split()) >= 4 and not CHITCHAT_RE.match(s)
-            and (s.rstrip().endswith("?") or score(s) >= 3)]
-    rest = [s for s in sentences if s not in real and len(s.split()) >= 3 and not CHITCHAT_RE.match(s)]
-    return real, rest or sentences[:1]
+    asked = [ln for ln in lines if ln.section == "Asked"] or [ln for ln in lines if ln.section in (FOUND, "")]
+    requests: list[str] = []
+    rest: list[str] = []
+    for line in asked:
+        sentences = [s for s in split_sentences(strip_links(line.text)) if s.strip(" …") and not _CODE_LIKE.search(s)]
+        for i, sentence in enumerate(sentences):
+            if len(sentence.split()) < 3 or CHITCHAT_RE.match(sentence):
+                continue
+            if _REQUEST.search(sentence):
+                short = len(sentence.split()) < 5 and i > 0 and not _REQUEST.search(sentences[i - 1])
+                requests.append(sentences[i - 1] if short else sentence)
+            elif score(sentence) >= 3 or len(sentence.split()) >= 4:
+                rest.append(sentence)
+    return list(dict.fromkeys(requests)), rest
 
 
 def _goals(child: Child, day: Day, depth: int) -> list[str]:
@@ -220,10 +227,10 @@ def _goals(child: Child, day: Day, depth: int) -> list[str]:
     n = GOAL_WORDS.get(depth, DEFAULT_GOAL_WORDS)
     if child.timeline:
         entries = [parse_entry(strip_links(line.text)).goals for line in day.lines]
-        found = [goals[k] for k in range(2) for goals in entries if len(goals) > k]
+        found = [goals[k] for k in range(2) for goals in entries if len(goals) > k and not _CODE_LIKE.search(goals[k])]
     else:
-        real, rest = _asks(day.lines)
-        found = real or rest[:1]
+        requests, rest = _asks(day.lines)
+        found = requests or rest[:1]
     out: list[str] = []
     for text in found:
         short = clause(text, n)
@@ -271,9 +278,16 @@ def _line_facts(text: str, said: str, depth: int) -> list[tuple[str, int]]:
     return out[: MAX_LINE_FACTS.get(depth, DEFAULT_MAX_LINE_FACTS)]
 
 
+#: A sentence that asks for something: a question, or an order ("Fix the bug first", "Can you dig in?").
+_REQUEST = re.compile(
+    r"\?\s*$|^(?:(?:can|could|would|will) you|please|let'?s|we (?:need|should)|i (?:need|want|'d like)|"
+    r"(?:check|fix|refactor|add|look|run|write|make|bump|draft|tail|show|profile|dig|find|investigate|update|"
+    r"remove|review|merge|commit|push|deploy|wire|include|pull|keep|move|switch|leave|file|open|try|plan)\b)",
+    re.I,
+)
 _WEEKDAY = re.compile(r"^(?:mon|tues|wednes|thurs|fri|satur|sun)day$", re.I)
 #: What makes a sentence code or a log line rather than something a person would say.
-_CODE_LIKE = re.compile(r"==|!=|\)\)|=>|->|\bassert\b|\bdef |\breturn\b|\.where\(|[{}<>]|^\W")
+_CODE_LIKE = re.compile(r"==|!=|\)\)|=>|->|\bassert\b|\bdef |\breturn\b|\braise \w|\bimport \w|\w\(['\"]|\.where\(|[{}<>]|^\W")
 
 
 def _fact_sentence(sentence: str) -> bool:
@@ -441,8 +455,8 @@ def _found_units(draft: Draft, child: Child, depth: int, seen: set[str]) -> None
         if phrase.lower() in seen:
             continue
         seen.add(phrase.lower())
-        text = fact_window(sentence, phrase, words)
+        text = fact_window(sentence, phrase, words).rstrip(".")
         # A few phrases to a line: short lines, and one link for several facts.
         draft.units.append(Unit(FOUND_ABOVE, ("found", child.index, k // FACTS_PER_FOUND_LINE), (child.index, 2, k),
-                                text, child.item.link, PHRASE_WEIGHT[kind] - 1, joiner="; ", part="found"))
+                                text, child.item.link, PHRASE_WEIGHT[kind] + FOUND_BONUS, joiner="; ", part="found"))
         k += 1

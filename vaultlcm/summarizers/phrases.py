@@ -397,12 +397,12 @@ def clause(text: str, words: int) -> str:
     Unlike :func:`telegraph`, nothing is dropped from inside what is kept, so
     the phrase reads as the source said it.
     """
-    text = " ".join(text.split())
+    text = _CODE_PATH.sub(_last_part, " ".join(text.split()))
     sentences = split_sentences(text)
     if len(sentences) > 1 and len(sentences[0].split()) >= 4:
         text = sentences[0]  # the first thing a line says is what it is about
     stripped = _FRAMING.sub("", without_interjections(text))
-    text = stripped[:1].upper() + stripped[1:] if stripped and text[:1].isupper() else stripped or text
+    text = whole = stripped[:1].upper() + stripped[1:] if stripped and text[:1].isupper() else stripped or text
     if len(text.split()) <= words + 2:
         return text.rstrip(",;:")
     kept: list[str] = []
@@ -418,7 +418,15 @@ def clause(text: str, words: int) -> str:
     if len(kept) == 1 and count > words + 2:
         return first_words(kept[0], words)
     head = " ".join(kept).rstrip(",;:—–- ")
-    return head if head == text.rstrip(",;:") else head + " …"
+    return head if head == whole.rstrip(",;:") else head + " …"
+
+
+#: A path or a test id in code quotes: `tests/billing/test_invoice.py::test_due_date` says `test_due_date`.
+_CODE_PATH = re.compile(r"`[^`\s]*(?:/|::)([^`\s/:]+)`")
+
+
+def _last_part(m: re.Match[str]) -> str:
+    return f"`{m.group(1)}`"
 
 
 def fact_window(text: str, phrase: str, words: int) -> str:
@@ -443,6 +451,8 @@ def fact_window(text: str, phrase: str, words: int) -> str:
         # The clause the phrase is in, when that is close enough; else the words just before it.
         bounds = [i for i in range(1, first) if tokens[i - 1][-1:] in ",;:" or tokens[i][:1] in "(—–"]
         start = next((b for b in reversed(bounds) if last - b <= words), max(0, last - words))
+        if 0 < first - start <= 2:
+            start = first  # "repo Oscar always wants": a stub of what came before reads worse than nothing
     end = min(len(tokens), max(last, start + words))
     while end > last and tokens[end - 1].lower().strip(",;:.") in _DANGLING:
         end -= 1  # "… from Tom this" reads cut off; "… from Tom" does not
@@ -452,4 +462,5 @@ def fact_window(text: str, phrase: str, words: int) -> str:
     return out.rstrip(".,;:") if end < len(tokens) else out
 
 
-_DANGLING = _GLUE_WORDS | {"this", "that", "these", "those", "so", "but", "which", "who"}
+_DANGLING = _GLUE_WORDS | {"this", "that", "these", "those", "so", "but", "which", "who", "never", "not", "no",
+                           "instead", "rather"}
