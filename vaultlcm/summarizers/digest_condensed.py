@@ -43,8 +43,8 @@ from .facts import CHITCHAT_RE, facts_of, score, split_sentences
 from .phrases import PHRASE_WEIGHT, clause, fact_window, key_phrases, time_span, value_changes
 
 #: Words of what was asked a timeline entry keeps (whole clauses, articles and all), by depth.
-GOAL_WORDS = {1: 9, 2: 8}
-DEFAULT_GOAL_WORDS = 8
+GOAL_WORDS: dict[int, int] = {}
+DEFAULT_GOAL_WORDS = 11
 #: Topics one day of one child may list: the first things asked are what the day was about.
 GOALS_PER_DAY = {1: 2}
 DEFAULT_GOALS_PER_DAY = 1
@@ -210,8 +210,8 @@ def _asks(lines: list[BodyLine]) -> tuple[list[str], list[str]]:
             if len(sentence.split()) < 3 or CHITCHAT_RE.match(sentence):
                 continue
             if _REQUEST.search(sentence):
-                short = len(sentence.split()) < 5 and i > 0 and not _REQUEST.search(sentences[i - 1])
-                requests.append(sentences[i - 1] if short else sentence)
+                context = next((s for s in reversed(sentences[:i]) if len(s.split()) >= 6), None)
+                requests.append(context if context and len(sentence.split()) < 6 else sentence)
             elif score(sentence) >= 3 or len(sentence.split()) >= 4:
                 rest.append(sentence)
     return list(dict.fromkeys(requests)), rest
@@ -230,7 +230,8 @@ def _goals(child: Child, day: Day, depth: int) -> list[str]:
         found = [goals[k] for k in range(2) for goals in entries if len(goals) > k and not _CODE_LIKE.search(goals[k])]
     else:
         requests, rest = _asks(day.lines)
-        found = requests or rest[:1]
+        # Told, not asked: what says the most ("I'm writing the postmortem", not "Whoa, no").
+        found = requests or sorted(rest, key=lambda s: -min(score(s), 4))[:1]
     out: list[str] = []
     for text in found:
         short = clause(text, n)
@@ -327,8 +328,8 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     changes: dict[frozenset[str], list[tuple[str, str, str, Child]]] = {}
     seen_facts: set[str] = set()
     for child in children:
-        _timeline_units(draft, child, depth)
-        _found_units(draft, child, depth, seen_facts)
+        goals = _timeline_units(draft, child, depth)
+        _found_units(draft, child, depth, seen_facts, goals)
         for n, body_line in enumerate(child.body.lines):
             text = strip_links(body_line.text)
             for change in value_changes(text):
@@ -402,8 +403,12 @@ def _change_units(draft: Draft, changes: dict[frozenset[str], list[tuple[str, st
                                 10))
 
 
-def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
-    """One entry per day the child covers: ``span · what it was about → what was done · who, which ticket``."""
+def _timeline_units(draft: Draft, child: Child, depth: int) -> list[str]:
+    """One entry per day the child covers: ``span · what it was about → what was done · which ticket``.
+
+    Returns the goals said, so that Found does not say them again.
+    """
+    said_goals: list[str] = []
     i = child.index
     link = child.item.link
     for d, day in enumerate(child_days(child.body, child.item.at, child.item.latest_at)):
@@ -412,6 +417,7 @@ def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
         span = day.span() or time_span(child.item.at, child.item.latest_at) or f"part {i + 1}"
         draft.units.append(Unit(TIMELINE, line, (*pos, 0), span, link, 30, part="span", required=True))
         goals = _goals(child, day, depth)
+        said_goals.extend(goals)
         for k, goal in enumerate(goals):
             draft.units.append(Unit(TIMELINE, line, (*pos, 1 + k), goal, link, 30 if k == 0 else 9 - k,
                                     joiner="; ", part="goal", required=k == 0))
@@ -427,9 +433,10 @@ def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
         for k, (phrase, weight) in enumerate(_line_facts(text, said, depth)):
             draft.units.append(Unit(TIMELINE, line, (*pos, 100 + k), phrase, link, weight, joiner=", ",
                                     part="facts"))
+    return said_goals
 
 
-def _found_units(draft: Draft, child: Child, depth: int, seen: set[str]) -> None:
+def _found_units(draft: Draft, child: Child, depth: int, seen: set[str], goals: list[str]) -> None:
     """What the child found that a person would ask about again, each fact with what it is about.
 
     ``Greta took over as on-call lead``, ``the migration is scheduled for
@@ -442,7 +449,7 @@ def _found_units(draft: Draft, child: Child, depth: int, seen: set[str]) -> None
         text = strip_links(line.text)
         if child.timeline:
             if line.section == FOUND_ABOVE:
-                sources.extend((n, part) for part in text.split("; "))
+                sources.extend((n, part) for part in text.split("; ") if part.strip(" …"))
         elif line.section in (FOUND, "Asked"):
             sources.extend((n, s) for s in split_sentences(text) if _fact_sentence(s) and not facts_of(s).decision)
     k = 0
@@ -452,10 +459,12 @@ def _found_units(draft: Draft, child: Child, depth: int, seen: set[str]) -> None
         if not phrases:
             continue
         phrase, kind = phrases[0]
-        if phrase.lower() in seen:
-            continue
+        if phrase.lower() in seen or any(_similar(clause(sentence, DEFAULT_GOAL_WORDS), g) for g in goals):
+            continue  # said already, here or in the timeline
         seen.add(phrase.lower())
-        text = fact_window(sentence, phrase, words).rstrip(".")
+        # A child's own Found phrase is already short: cut again, it would start mid-sentence.
+        short = child.timeline and len(sentence.split()) <= FOUND_WORDS[1]
+        text = (sentence if short else fact_window(sentence, phrase, words)).rstrip(".")
         # A few phrases to a line: short lines, and one link for several facts.
         draft.units.append(Unit(FOUND_ABOVE, ("found", child.index, k // FACTS_PER_FOUND_LINE), (child.index, 2, k),
                                 text, child.item.link, PHRASE_WEIGHT[kind] + FOUND_BONUS, joiner="; ", part="found"))

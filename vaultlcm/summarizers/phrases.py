@@ -393,7 +393,8 @@ def clause(text: str, words: int) -> str:
     """A readable phrase of at most about ``words`` words: whole clauses of ``text``, articles kept.
 
     The leading clauses are kept while they fit; a first clause longer than
-    that is cut at a word boundary (never inside "July 19") and marked "…".
+    that ends before a conjunction or a preposition ("… late last night |
+    with comments"), else at a word boundary (never inside "July 19") marked "…".
     Unlike :func:`telegraph`, nothing is dropped from inside what is kept, so
     the phrase reads as the source said it.
     """
@@ -402,7 +403,7 @@ def clause(text: str, words: int) -> str:
     if len(sentences) > 1 and len(sentences[0].split()) >= 4:
         text = sentences[0]  # the first thing a line says is what it is about
     stripped = _FRAMING.sub("", without_interjections(text))
-    text = whole = stripped[:1].upper() + stripped[1:] if stripped and text[:1].isupper() else stripped or text
+    text = stripped[:1].upper() + stripped[1:] if stripped and text[:1].isupper() else stripped or text
     if len(text.split()) <= words + 2:
         return text.rstrip(",;:")
     kept: list[str] = []
@@ -416,9 +417,27 @@ def clause(text: str, words: int) -> str:
         if count >= words:
             break
     if len(kept) == 1 and count > words + 2:
-        return first_words(kept[0], words)
-    head = " ".join(kept).rstrip(",;:—–- ")
-    return head if head == whole.rstrip(",;:") else head + " …"
+        return _natural_cut(kept[0], words)
+    # Whole clauses read whole: the link at the end of the line leads to the rest.
+    out = " ".join(kept).rstrip(",;:—–- ")
+    return out if any(ch.isalnum() for ch in out) else _natural_cut(text, words)
+
+
+#: Words a phrase can end before and still read whole ("… late last night | with comments and …").
+_CUT_BEFORE = frozenset("and but so because then which where while after before when if or with on in at for from "
+                        "over under into since until than that who to".split())
+
+
+def _natural_cut(text: str, words: int) -> str:
+    """The first ``words`` words of ``text`` or fewer, ending before a conjunction or a preposition.
+
+    Where no such place is (a list of names, a path), the cut is marked "…".
+    """
+    parts = text.split()
+    for i in range(min(words, len(parts) - 1), 3, -1):
+        if parts[i].lower() in _CUT_BEFORE and parts[i - 1][-1:] not in "(`\"'":
+            return " ".join(parts[:i]).rstrip(",;:—–-")
+    return first_words(text, words)
 
 
 #: A path or a test id in code quotes: `tests/billing/test_invoice.py::test_due_date` says `test_due_date`.
@@ -451,14 +470,19 @@ def fact_window(text: str, phrase: str, words: int) -> str:
         # The clause the phrase is in, when that is close enough; else the words just before it.
         bounds = [i for i in range(1, first) if tokens[i - 1][-1:] in ",;:" or tokens[i][:1] in "(—–"]
         start = next((b for b in reversed(bounds) if last - b <= words), max(0, last - words))
+        start = min(start, first)  # a fact longer than the window is kept whole
         if 0 < first - start <= 2:
             start = first  # "repo Oscar always wants": a stub of what came before reads worse than nothing
     end = min(len(tokens), max(last, start + words))
     while end > last and tokens[end - 1].lower().strip(",;:.") in _DANGLING:
         end -= 1  # "… from Tom this" reads cut off; "… from Tom" does not
-    out = _FRAMING.sub("", " ".join(tokens[start:end]).strip(" ,;:"))
+    while start < first and _FRAMING.match(tokens[start] + " "):
+        start += 1  # "and the limit …": the window starts with what it is about
+    out = " ".join(tokens[start:end]).strip(" ,;:")
     if out.count("(") != out.count(")"):
         out = out.replace("(", "").replace(")", "")
+    elif out.startswith("(") and out.endswith(")") and out.count("(") == 1:
+        out = out[1:-1]  # an aside on its own is a statement
     return out.rstrip(".,;:") if end < len(tokens) else out
 
 
