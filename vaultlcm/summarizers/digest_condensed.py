@@ -46,9 +46,17 @@ from .phrases import PHRASE_WEIGHT, clause, fact_window, key_phrases, time_span,
 GOAL_WORDS: dict[int, int] = {}
 DEFAULT_GOAL_WORDS = 11
 #: Topics one day of one child may list: the first things asked are what the day was about.
-GOALS_PER_DAY = {1: 2}
-DEFAULT_GOALS_PER_DAY = 1
+GOALS_PER_DAY: dict[int, int] = {}
+DEFAULT_GOALS_PER_DAY = 2
+#: A day's second topic comes when there is room left after what was done and the facts; in the
+#: notes at the top, which a person reads for the overview, it comes before the facts.
+SECOND_GOAL_WEIGHT = {1: 5, 2: 5}
+DEFAULT_SECOND_GOAL_WEIGHT = 8
 DECISION_WORDS = 8
+#: What was done (commits, pull requests, files) is half of an account: it outranks most facts, and
+#: at the top, where facts are a click away in the notes below, all of them.
+DONE_BONUS = {1: 2, 2: 2}
+DEFAULT_DONE_BONUS = 4
 #: Tickets one timeline entry may carry: a handful; people, dates and numbers are said in Found.
 MAX_LINE_FACTS = {1: 4}
 DEFAULT_MAX_LINE_FACTS = 3
@@ -327,8 +335,10 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     opens: list[tuple[str, Child, int]] = []
     changes: dict[frozenset[str], list[tuple[str, str, str, Child]]] = {}
     seen_facts: set[str] = set()
+    said: list[str] = []
     for child in children:
         goals = _timeline_units(draft, child, depth)
+        said.extend(goals)
         _found_units(draft, child, depth, seen_facts, goals)
         for n, body_line in enumerate(child.body.lines):
             text = strip_links(body_line.text)
@@ -345,10 +355,12 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
             elif body_line.section == OPEN:
                 opens.append((text, child, n))
     _change_units(draft, changes)
-    kept: list[str] = []
+    kept: list[str] = list(said)  # a decision the timeline says already is not said twice
     for text, child, n in reversed(decisions):  # the newest wording of a decision wins
         short = clause(text, DECISION_WORDS)
-        if change_of(short) or any(_similar(short, k) for k in kept) or not _says_what(text):
+        if not _says_what(short):  # "Let's do it" says that, not what: read on to what was decided
+            short = clause(text, 2 * DECISION_WORDS)
+        if change_of(short) or any(_similar(short, k) for k in kept) or not _says_what(short):
             continue
         kept.append(short)
         draft.units.append(Unit(DECIDED, ("decided", child.index, n), (child.index, 1, n), short, child.item.link,
@@ -419,16 +431,18 @@ def _timeline_units(draft: Draft, child: Child, depth: int) -> list[str]:
         goals = _goals(child, day, depth)
         said_goals.extend(goals)
         for k, goal in enumerate(goals):
-            draft.units.append(Unit(TIMELINE, line, (*pos, 1 + k), goal, link, 30 if k == 0 else 9 - k,
+            weight = 30 if k == 0 else SECOND_GOAL_WEIGHT.get(depth, DEFAULT_SECOND_GOAL_WEIGHT)
+            draft.units.append(Unit(TIMELINE, line, (*pos, 1 + k), goal, link, weight,
                                     joiner="; ", part="goal", required=k == 0))
         tally, choices, text = _day_work(child, day)
         tally.commands = tally.reads = 0  # counts of routine work tell a person nothing
         if depth > 1:
             tally.tests = ""  # which test run came last says nothing this far up
         done = [(c, PHRASE_WEIGHT["choice"]) for c in choices[:1]] + tally.parts()
+        bonus = DONE_BONUS.get(depth, DEFAULT_DONE_BONUS)
         for k, (part, weight) in enumerate(done):
-            draft.units.append(Unit(TIMELINE, line, (*pos, 10 + k), part, link, weight, joiner="; ", part="done",
-                                    lead=" → "))
+            draft.units.append(Unit(TIMELINE, line, (*pos, 10 + k), part, link, weight + bonus, joiner="; ",
+                                    part="done", lead=" → "))
         said = " ".join([*goals, *(p for p, _ in done)])
         for k, (phrase, weight) in enumerate(_line_facts(text, said, depth)):
             draft.units.append(Unit(TIMELINE, line, (*pos, 100 + k), phrase, link, weight, joiner=", ",

@@ -18,7 +18,18 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..tokens import count_tokens, truncate_to_tokens
-from .facts import CLAUSE_RE, DATE_RE, IDENT_RE, MAX_UNIT_CHARS, MONTHS, NUMBER_UNIT_RE, ROLE_RE, names_in, score, split_sentences
+from .facts import (
+    CLAUSE_RE,
+    DATE_RE,
+    IDENT_RE,
+    MAX_UNIT_CHARS,
+    MONTHS,
+    NUMBER_UNIT_RE,
+    ROLE_RE,
+    names_in,
+    score,
+    split_sentences,
+)
 
 _I = re.IGNORECASE
 
@@ -419,8 +430,17 @@ def clause(text: str, words: int) -> str:
     if len(kept) == 1 and count > words + 2:
         return _natural_cut(kept[0], words)
     # Whole clauses read whole: the link at the end of the line leads to the rest.
-    out = " ".join(kept).rstrip(",;:—–- ")
+    out = _balanced(" ".join(kept).rstrip(",;:—–- "))
     return out if any(ch.isalnum() for ch in out) else _natural_cut(text, words)
+
+
+def _balanced(text: str) -> str:
+    """``text`` without an aside it opens and does not close ("the prototype (recorded as a")."""
+    if text.count("(") > text.count(")"):
+        head = text[: text.rfind("(")].rstrip(" ,;:—–-")
+        if any(ch.isalnum() for ch in head):
+            return head
+    return text
 
 
 #: Words a phrase can end before and still read whole ("… late last night | with comments and …").
@@ -436,7 +456,7 @@ def _natural_cut(text: str, words: int) -> str:
     parts = text.split()
     for i in range(min(words, len(parts) - 1), 3, -1):
         if parts[i].lower() in _CUT_BEFORE and parts[i - 1][-1:] not in "(`\"'":
-            return " ".join(parts[:i]).rstrip(",;:—–-")
+            return _balanced(" ".join(parts[:i]).rstrip(",;:—–-"))
     return first_words(text, words)
 
 
@@ -474,6 +494,9 @@ def fact_window(text: str, phrase: str, words: int) -> str:
         if 0 < first - start <= 2:
             start = first  # "repo Oscar always wants": a stub of what came before reads worse than nothing
     end = min(len(tokens), max(last, start + words))
+    # "costs us ~2 ms and one Redis": a clause that ends within a few words is worth finishing.
+    end = next((j for j in range(end, min(len(tokens), end + 3) + 1)
+                if j == len(tokens) or tokens[j - 1][-1:] in ",;:.!?"), end)
     while end > last and tokens[end - 1].lower().strip(",;:.") in _DANGLING:
         end -= 1  # "… from Tom this" reads cut off; "… from Tom" does not
     while start < first and _FRAMING.match(tokens[start] + " "):
