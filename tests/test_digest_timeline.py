@@ -26,7 +26,7 @@ from vaultlcm.summarizers import DigestSummarizer, SourceItem, SummaryRequest
 from vaultlcm.summarizers.body import TIMELINE, parse_body
 from vaultlcm.summarizers.digest_days import Day, parse_span
 from vaultlcm.summarizers.facts import IDENT_RE, NUMBER_UNIT_RE
-from vaultlcm.summarizers.phrases import _CODE_PATH, _last_part, clause, fact_window
+from vaultlcm.summarizers.clauses import _CODE_PATH, _last_part, clause, fact_window
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -1,19 +1,22 @@
-"""A condensed digest: a dated timeline of the children, decisions merged, values marked.
+"""A condensed digest: a dated account of the children, decisions merged, facts kept, values marked.
 
 Each child (a leaf or a lower condensed note, in any format: the digest's own,
-an LLM's prose, a person's edit) becomes one **Timeline** line:
+an LLM's prose, a person's edit) becomes one **Timeline** entry per day it
+covers (see :mod:`.digest_days`), so an entry never spans two days:
 
-    - Nov 2, 09:14–11:30 · fix flaky due-date test LEDG-482 · edited invoice.py (+8 −3) ·
-      3,612 invoices, Priya [[sum_…|↗]]
+    - Nov 2, 09:14–11:30 · CI on main went red twice over the weekend → commit 3f9c2ab;
+      edited invoice.py (+8 −3) · LEDG-482 [[sum_…|↗]]
 
-its time span, what it was about (a few words of what was asked), what was
-done (tallied: files edited, tests, commits, pull requests) and the facts it
-holds as short key phrases (people and roles, dates, numbers, identifiers).
-**Decided** merges the decisions of all children and marks values that
-changed (``deadline: July 19 (was July 4)``); **Open** keeps what is still to
-do, the newest first. Wording is re-composed, never long runs copied from the
-children, so each level compresses instead of repeating. Correction lines are
-kept verbatim.
+its span, what was asked that day (the person's request as a whole clause,
+articles and all), what was done after ``→`` (tallied: a choice made, commits,
+pull requests, files edited, tests) and the tickets it was about: a handful,
+never every identifier of the child. **Decided** merges the decisions of all
+children and marks values that changed (``deadline: July 19 (was July 4)``);
+**Found** keeps people and roles, preferences, dates, numbers and tickets,
+each as a short phrase with what it is about (shorter the higher the note);
+**Open** keeps what is still to do, the newest first. Phrases are cut at
+clause boundaries, never long runs copied from the children, so each level
+compresses instead of repeating. Correction lines are kept verbatim.
 """
 
 from __future__ import annotations
@@ -37,14 +40,15 @@ from .body import (
     parse_body,
     strip_links,
 )
+from .clauses import bare, clause, fact_window
 from .digest import Draft, Unit
 from .digest_days import Day, child_days
 from .facts import CHITCHAT_RE, facts_of, score, split_sentences
-from .phrases import PHRASE_WEIGHT, clause, fact_window, key_phrases, time_span, value_changes
+from .phrases import PHRASE_WEIGHT, key_phrases, time_span, value_changes
 
 #: Words of what was asked a timeline entry keeps (whole clauses, articles and all), by depth.
-GOAL_WORDS: dict[int, int] = {}
-DEFAULT_GOAL_WORDS = 11
+GOAL_WORDS = {1: 11}
+DEFAULT_GOAL_WORDS = 9
 #: Topics one day of one child may list: the first things asked are what the day was about.
 GOALS_PER_DAY: dict[int, int] = {}
 DEFAULT_GOALS_PER_DAY = 2
@@ -65,7 +69,8 @@ LINE_FACT_KINDS = frozenset({"ticket"})
 FOUND_WORDS = {1: 7, 2: 6}
 DEFAULT_FOUND_WORDS = 5
 FOUND_FACT_KINDS = frozenset({"role", "preference", "ticket", "date", "number", "labelled", "name"})
-FACTS_PER_FOUND_LINE = 3
+FACTS_PER_FOUND_LINE = {1: 3}
+DEFAULT_FACTS_PER_FOUND_LINE = 4
 #: A fact a person may ask about again outranks an open item's or a decision's wording.
 FOUND_BONUS = 1
 #: Open items a note above depth 1 keeps: the newest state, not every to-do ever written.
@@ -213,11 +218,13 @@ def _asks(lines: list[BodyLine]) -> tuple[list[str], list[str]]:
     requests: list[str] = []
     rest: list[str] = []
     for line in asked:
-        sentences = [s for s in split_sentences(strip_links(line.text)) if s.strip(" …") and not _CODE_LIKE.search(s)]
+        # A leaf joins the sentences it kept of one message with " … ": those marks are not the person's.
+        sentences = [s.strip(" …") for s in split_sentences(strip_links(line.text))
+                     if s.strip(" …") and not _CODE_LIKE.search(s)]
         for i, sentence in enumerate(sentences):
             if len(sentence.split()) < 3 or CHITCHAT_RE.match(sentence):
                 continue
-            if _REQUEST.search(sentence):
+            if _REQUEST.search(bare(sentence)):
                 context = next((s for s in reversed(sentences[:i]) if len(s.split()) >= 6), None)
                 requests.append(context if context and len(sentence.split()) < 6 else sentence)
             elif score(sentence) >= 3 or len(sentence.split()) >= 4:
@@ -290,6 +297,7 @@ def _line_facts(text: str, said: str, depth: int) -> list[tuple[str, int]]:
 #: A sentence that asks for something: a question, or an order ("Fix the bug first", "Can you dig in?").
 _REQUEST = re.compile(
     r"\?\s*$|^(?:(?:can|could|would|will) you|please|let'?s|we (?:need|should)|i (?:need|want|'d like)|"
+    r"(?:i'?m|i am|we'?re|we are) (?:writing|working on|preparing|trying to|planning|drafting)|"
     r"(?:check|fix|refactor|add|look|run|write|make|bump|draft|tail|show|profile|dig|find|investigate|update|"
     r"remove|review|merge|commit|push|deploy|wire|include|pull|keep|move|switch|leave|file|open|try|plan)\b)",
     re.I,
@@ -473,13 +481,14 @@ def _found_units(draft: Draft, child: Child, depth: int, seen: set[str], goals: 
         if not phrases:
             continue
         phrase, kind = phrases[0]
-        if phrase.lower() in seen or any(_similar(clause(sentence, DEFAULT_GOAL_WORDS), g) for g in goals):
+        if phrase.lower() in seen or any(_similar(clause(sentence, GOAL_WORDS[1]), g) for g in goals):
             continue  # said already, here or in the timeline
         seen.add(phrase.lower())
         # A child's own Found phrase is already short: cut again, it would start mid-sentence.
         short = child.timeline and len(sentence.split()) <= FOUND_WORDS[1]
         text = (sentence if short else fact_window(sentence, phrase, words)).rstrip(".")
         # A few phrases to a line: short lines, and one link for several facts.
-        draft.units.append(Unit(FOUND_ABOVE, ("found", child.index, k // FACTS_PER_FOUND_LINE), (child.index, 2, k),
+        per_line = FACTS_PER_FOUND_LINE.get(depth, DEFAULT_FACTS_PER_FOUND_LINE)
+        draft.units.append(Unit(FOUND_ABOVE, ("found", child.index, k // per_line), (child.index, 2, k),
                                 text, child.item.link, PHRASE_WEIGHT[kind] + FOUND_BONUS, joiner="; ", part="found"))
         k += 1
