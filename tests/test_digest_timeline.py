@@ -199,7 +199,7 @@ texts = st.one_of(st.text(), st.lists(words_alphabet, max_size=40).map(" ".join)
                   st.lists(st.one_of(words_alphabet, st.text(max_size=6)), max_size=30).map(" ".join))
 
 
-@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hsettings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=texts, words=st.integers(min_value=1, max_value=20))
 def test_a_clause_is_a_run_of_its_source_words(text: str, words: int) -> None:
     """Nothing is dropped from inside a phrase (no telegraph style): it reads as the source said it."""
@@ -212,7 +212,7 @@ def test_a_clause_is_a_run_of_its_source_words(text: str, words: int) -> None:
         assert out.strip()
 
 
-@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@hsettings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(before=st.lists(st.one_of(words_alphabet, st.text(max_size=8)), max_size=20),
        fact=st.lists(st.from_regex(r"[A-Za-z0-9]{1,8}", fullmatch=True), min_size=1, max_size=3),
        after=st.lists(st.one_of(words_alphabet, st.text(max_size=8)), max_size=20),
@@ -254,7 +254,7 @@ def test_older_entries_spanning_two_days_are_still_read() -> None:
     assert "commit 3f9c2ab" in lines[0][0] and "PR #1187" in lines[0][0]
 
 
-@hsettings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@hsettings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(children=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.lists(st.sampled_from([
     "Can you fix the flaky due-date test on LEDG-482?", "Greta took over on-call from Tom.", "Nice.",
     "The deadline moved from July 4 to July 19.", "We decided to use zoneinfo instead of pytz.", "TODO: file LEDG-9",

@@ -29,7 +29,7 @@ _FRAMING = re.compile(
 def bare(text: str) -> str:
     """``text`` without the interjections and framing it opens with ("Also, I'm writing" → "I'm writing")."""
     stripped = _FRAMING.sub("", without_interjections(text.strip()))
-    return stripped or text
+    return stripped if any(ch.isalnum() for ch in stripped) else text
 
 
 def clause(text: str, words: int) -> str:
@@ -46,6 +46,8 @@ def clause(text: str, words: int) -> str:
     if len(sentences) > 1 and len(sentences[0].split()) >= 4:
         text = sentences[0]  # the first thing a line says is what it is about
     stripped = _FRAMING.sub("", without_interjections(text))
+    if not any(ch.isalnum() for ch in stripped):
+        stripped = text  # "And," is all it says: say that
     text = stripped[:1].upper() + stripped[1:] if stripped and text[:1].isupper() else stripped or text
     if len(text.split()) <= words + 2:
         return text.rstrip(",;:")
