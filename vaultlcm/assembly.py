@@ -609,16 +609,26 @@ class Assembler:
         with_system = sum(hist.cost(r) for r in tail.rows) + sys_cost <= budget
         reserve = sys_cost if with_system else 0
         tail_budget = budget - reserve
-        alone = 0
+        alone = overhead = 0
         for _ in range(_REPLANS):
-            self._fit_tail(conv, tail_budget, tail, hist)
+            try:
+                self._fit_tail(conv, tail_budget, tail, hist)
+            except BudgetTooSmallError as exc:
+                # Say what the caller's budget lacks: the tail as it renders (a repair, the user
+                # message an API wants first) and nothing reserved for the optional system addition.
+                raise BudgetTooSmallError(conv, budget, exc.message_id, max(exc.needed + overhead, budget + 1),
+                                          tail.anchor in tail.rows) from None
             alone = self._render(conv, fmt, budget, Cut([]), tail_items=[hist.message_item(r) for r in tail.rows],
                                  tail=tail, hist=hist, with_system=False).estimated_tokens
+            overhead = max(0, alone - sum(hist.cost(r) for r in tail.rows))
             if alone + reserve <= budget:
+                break
+            if reserve and alone <= budget:
+                reserve, with_system = 0, False  # the tail first; the system addition is optional
                 break
             tail_budget -= alone + reserve - budget
         else:
-            raise BudgetTooSmallError(conv, budget, tail.rows[0].id, alone, tail.anchor in tail.rows)
+            raise BudgetTooSmallError(conv, budget, tail.rows[0].id, max(alone, budget + 1), tail.anchor in tail.rows)
 
         # 3. the history before the tail, refined within what is left. Plans add up the sizes of
         # single items; repairs of the whole (a merge, a missing result) shift the rendered total a
