@@ -11,6 +11,18 @@ Each hit carries its time (ISO-8601 UTC), its role (messages), its conversation,
 newest first), ``newest`` or ``oldest``; ``total`` counts every match so a
 caller knows when to page on with ``offset``, and ``count`` asks for the
 totals alone, by kind and by day.
+
+Every word must match. When fewer than :data:`RELAX_BELOW` raw messages have
+every word of a query of several words, grep does not stop there: after the
+documents with every word come those with *some* of the plain words (the most
+words first, then by relevance; identifiers, numbers and quoted phrases still
+must match), and the result says so (``relaxed``, ``some_words``: how many of
+those follow, and each hit's ``matched`` words). A question's words rarely all
+sit in one message ("database host staging" vs "staging points at
+pg-stage-5"), and a long summary may hold every word by chance. ``total``,
+``by_kind`` and ``count`` always count the documents with every word; paging
+runs on through the relaxed hits. Common queries (many documents with every
+word) never pay for the second search.
 """
 
 from __future__ import annotations
@@ -34,6 +46,8 @@ if TYPE_CHECKING:
     from .vault import Vault
 
 SNIPPET_CHARS = 200
+#: When fewer raw messages than this have every word of a query, the hits with some of its words follow.
+RELAX_BELOW = 10
 _READ_BATCH = 256  # messages read per step of a regex scan
 # Where each entry starts (its metadata line names it), and what in a metadata line says the entry's
 # text is not in the callout as plain lines (escaped, in a payload file, terminal codes taken out).
@@ -75,6 +89,7 @@ class Hit:
     covered_by: str | None = None
     shown_as: str | None = None
     shown_depth: int | None = None
+    matched: tuple[str, ...] | None = None  # a relaxed hit: the query's words it has
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "kind": self.kind, "conversation": self.conversation, "snippet": self.snippet}
@@ -90,6 +105,8 @@ class Hit:
             d["shown_depth"] = self.shown_depth
         if self.score:
             d["score"] = round(self.score, 4)
+        if self.matched is not None:
+            d["matched"] = list(self.matched)
         return d
 
 
@@ -126,10 +143,14 @@ class GrepResult:
     by_kind: dict[str, int] = field(default_factory=dict)  # the total split: {"messages": n, "summaries": m}
     #: False when a regex scan stopped once the page was full: ``total`` is then a lower bound.
     total_exact: bool = True
+    #: Few documents have every word: they come first (``total`` of them), then ``some_words``
+    #: documents with some of the words (most words first).
+    relaxed: bool = False
+    some_words: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         end = self.offset + len(self.hits)
-        more = end < self.total or (not self.total_exact and len(self.hits) == self.limit)
+        more = end < self.total + self.some_words or (not self.total_exact and len(self.hits) == self.limit)
         out: dict[str, Any] = {
             "hits": [h.to_dict() for h in self.hits],
             "total": self.total,
@@ -143,6 +164,9 @@ class GrepResult:
             out["total_exact"] = False
         if self.partial:
             out["partial"] = True
+        if self.relaxed:
+            out["relaxed"] = True
+            out["some_words"] = self.some_words
         return out
 
 
@@ -192,14 +216,35 @@ def grep(
         counts = Counts(c.total, c.by_kind.get("message", 0), c.by_kind.get("summary", 0), c.per_day)
         return GrepResult([], c.total, offset, limit, sort, counts=counts)
     found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
-    if offset == 0 and len(found) < limit:  # everything is on this page: no need to count
-        total, by_kind = len(found), {k: sum(1 for h in found if h.kind == k) for k in ("message", "summary")}
-    else:
-        c = index.count_matches(pattern, **where)
-        total, by_kind = c.total, c.by_kind
-    hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq) for h in found]
+    total, by_kind = _totals(index, pattern, found, offset, limit, where, "all")
+    some = 0
+    # Few raw messages have every word (summaries restate messages): the hits with some of them follow.
+    relaxed = (by_kind["message"] if kind != "summary" else total) < RELAX_BELOW and _relaxable(pattern)
+    if relaxed:
+        found = index.search(pattern, limit=limit, offset=offset, sort=sort, match="any", **where)
+        some = _totals(index, pattern, found, offset, limit, where, "any")[0] - total
+        relaxed = some > 0
+    hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq,
+                matched=h.matched if relaxed else None) for h in found]
     _place(vault, hits, view)
-    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind))
+    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind), relaxed=relaxed, some_words=some)
+
+
+def _totals(index: Any, pattern: str, found: list[Any], offset: int, limit: int, where: dict[str, Any],
+            match: str) -> tuple[int, dict[str, int]]:
+    """How many documents match in all, and by kind (counted only when the page does not tell)."""
+    if offset == 0 and len(found) < limit:  # everything is on this page: no need to count
+        return len(found), {k: sum(1 for h in found if h.kind == k) for k in ("message", "summary")}
+    c = index.count_matches(pattern, match=match, **where)
+    return c.total, dict(c.by_kind)
+
+
+def _relaxable(pattern: str) -> bool:
+    """Whether some of a query's clauses may match where all do not: several clauses, one a plain word."""
+    from .index.query import parse_query
+
+    pq = parse_query(pattern)
+    return len(pq.clauses) > 1 and any(not p.required for p in pq.parts)
 
 
 def _place(vault: "Vault", hits: list[Hit], view: ContextView | None) -> None:

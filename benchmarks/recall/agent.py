@@ -153,13 +153,19 @@ class RecallAgent:
                 break
             trace.calls += 1
             if page == 0:
-                total = result.get("total", result.get("count"))
-                reported = total if isinstance(total, int) and not isinstance(total, bool) else None
+                reported = self._reported_count(result)
             got = result.get("hits", [])
             hits.extend(got)
             if not self.features["grep_offset"] or len(got) < LIMIT:
                 break
         return hits, reported
+
+    @staticmethod
+    def _reported_count(result: dict[str, Any]) -> int | None:
+        """How many messages match, when the result says: raw messages only (summaries restate them)."""
+        by_kind = result.get("by_kind")
+        total = by_kind.get("messages") if isinstance(by_kind, dict) else result.get("total", result.get("count"))
+        return total if isinstance(total, int) and not isinstance(total, bool) else None
 
     def expand(self, trace: Trace, hit: dict[str, Any], query: str) -> None:
         kwargs: dict[str, Any] = {"max_tokens": EXPAND_TOKENS}

@@ -10,11 +10,17 @@ in :mod:`vaultlcm.index.query`; buffering, background commits and the writer
 lock in :mod:`vaultlcm.index.buffered`.
 
 Results come in one of :data:`SORTS`: ``relevance`` (BM25 in bands: hits
-within 30% of a band's best score, equal ones included however the floats
-round, come newest first; see :mod:`vaultlcm.index.buffered`),
+of comparable score, equal ones included however the floats round, come
+newest first; see :mod:`vaultlcm.index.buffered`),
 ``newest`` or ``oldest`` (by ``at``, then conversation order ``seq``). Searches
 page with ``offset``; :meth:`SearchIndex.count_matches` counts every match, by
 kind and by day, so a caller knows how many pages there are.
+
+A query's words must all match (``match="all"``, the default). With
+``match="any"`` a document needs one of them, and documents with more of the
+words come first (then by relevance, as above); each hit then names the words it
+has (:attr:`SearchHit.matched`). A caller uses it when every word together finds
+nothing: the words of a question rarely all sit in one message.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from ..errors import IndexError_, UsageError
 KINDS = ("message", "summary")
 #: The orders :meth:`SearchIndex.search` can return hits in.
 SORTS = ("relevance", "newest", "oldest")
+#: How many of a query's words a document must have: every one, or at least one.
+MATCHES = ("all", "any")
 
 
 # --------------------------------------------------------------------------- types
@@ -56,6 +64,8 @@ class SearchHit:
     """One search result; ``snippet`` is plain text around the first match.
 
     ``score`` is the BM25 score under ``relevance`` and 0.0 under the time sorts.
+    ``matched`` (``match="any"`` only) names the query's words the hit has, as
+    they were written in the query.
     """
 
     id: str
@@ -67,6 +77,7 @@ class SearchHit:
     role: str = ""
     depth: int = -1
     seq: int = 0
+    matched: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -99,12 +110,16 @@ class IndexLocked(IndexError_):
 
 @dataclass(frozen=True)
 class Filters:
-    """Search filters, already validated (``since`` inclusive, ``before`` exclusive)."""
+    """Search filters, already validated (``since`` inclusive, ``before`` exclusive).
+
+    ``match`` says how many of the query's clauses a document needs (:data:`MATCHES`).
+    """
 
     kind: str | None = None
     conversations: tuple[str, ...] | None = None
     since: float | None = None
     before: float | None = None
+    match: str = "all"
 
 
 class SearchIndex(ABC):
@@ -133,10 +148,11 @@ class SearchIndex(ABC):
         limit: int = 20,
         offset: int = 0,
         sort: str = "relevance",
+        match: str = "all",
     ) -> list[SearchHit]:
         """Hits ``offset`` to ``offset + limit`` for ``query`` in ``sort`` order.
 
-        Sees everything added before the call.
+        Sees everything added before the call. ``match="any"``: see the module docstring.
         """
 
     @abstractmethod
@@ -149,6 +165,7 @@ class SearchIndex(ABC):
         since: float | None = None,
         before: float | None = None,
         per_day: bool = False,
+        match: str = "all",
     ) -> MatchCount:
         """Count every document ``search`` would find for the same arguments."""
 

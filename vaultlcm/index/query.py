@@ -11,7 +11,17 @@ Query language (identical on both backends, never raises on odd input)
   word also matches the other forms of the same English word (``pinned`` and
   ``pin``, ``retries`` and ``retry``, ``deploys`` and ``deployed``): words are
   stemmed with the Snowball English stemmer, the algorithm of Tantivy's
-  ``en_stem`` tokenizer.
+  ``en_stem`` tokenizer. A word whose *root* (the word when it is its own
+  stem, or its stem with a final doubled consonant undoubled: ``formatter`` ->
+  ``format``) has :data:`MIN_ROOT_PREFIX`
+  letters or more also matches every word starting with that root
+  (``formatter`` finds ``format``, ``deploy`` finds ``deployment`` and
+  ``deployctl``, ``config`` finds ``configuration``): the words a person and
+  an agent use for one thing often differ only by a suffix.
+* With ``match="any"`` (see :class:`~vaultlcm.index.base.SearchIndex`), a
+  document needs only one of the plain words, and is ranked by how many it has;
+  identifiers, numbers and quoted phrases still must match (``commit fixed
+  LEDG-482``: documents about LEDG-482, those with more of the words first).
 * ``"disk is full"`` -- a quoted phrase: the words in this order, adjacent,
   exactly as written (no stemming: quotes are the way to ask for one form). An
   unterminated quote runs to the end of the query.
@@ -57,6 +67,9 @@ MAX_TOKEN_CHARS = 64
 SNIPPET_CHARS = 200
 #: Prefix of stem tokens (never a word character, so no text token starts with it).
 STEM_MARK = "~"
+#: A plain word whose root has this many letters or more also matches the words that start with it.
+#: Shorter roots start too many unrelated words (``retri``: retrieve; ``build``: builder is fine, but ``port``: portal).
+MIN_ROOT_PREFIX = 6
 
 
 # ------------------------------------------------------------------------ analysis
@@ -131,6 +144,28 @@ def word_stem(word: str) -> str | None:
     if not word.isalpha() or not (word.isascii() or _LATIN.fullmatch(word)):
         return None
     return _stem_lower(word)
+
+
+_DOUBLED = frozenset("bdfgkmnprtvz")  # consonants that double before a suffix (format -> formatter)
+
+
+def word_root(word: str) -> str | None:
+    """The root a plain query word shares with its derived forms, or None when it has none.
+
+    The word itself when it is its own Snowball stem (``deploy``, ``config``), or
+    its stem with a final doubled consonant undoubled (Snowball strips ``-er``
+    from ``formatter`` but keeps ``formatt``); only roots of
+    :data:`MIN_ROOT_PREFIX` letters or more are used. A stem that cut letters off
+    the word is no root: ``routine`` stems to ``routin``, which starts ``routing``.
+    """
+    stem = word_stem(word)
+    if stem is None:
+        return None
+    if len(stem) > MIN_ROOT_PREFIX and stem[-1] == stem[-2] and stem[-1] in _DOUBLED:
+        stem = stem[:-1]
+    elif stem != word.lower():
+        return None
+    return stem if len(stem) >= MIN_ROOT_PREFIX else None
 
 
 @functools.lru_cache(maxsize=1 << 17)  # one lookup per word on the indexing path
@@ -226,20 +261,33 @@ QNode = QTerm | QPhrase | QPrefix | QPhrasePrefix | QAny
 
 
 @dataclass(frozen=True)
+class ClauseMatch:
+    """What one clause looks for in a text: tokens and token prefixes (for snippets and ``matched``)."""
+
+    label: str  # the clause as the user wrote it
+    terms: frozenset[str]
+    prefixes: tuple[str, ...]
+    #: Not a plain word: an identifier, a number, a "quoted phrase". Under ``match="any"`` it
+    #: must still match (it names what the query is about); only plain words are optional.
+    required: bool = False
+
+
+@dataclass(frozen=True)
 class ParsedQuery:
-    """A query in backend-neutral form: every clause must match."""
+    """A query in backend-neutral form: every clause must match (or, with ``match="any"``, one)."""
 
     clauses: tuple[QNode, ...]
     terms: frozenset[str]  # exact tokens (and stem tokens), for snippets
     prefixes: tuple[str, ...]  # prefixes, for snippets
     hints: tuple[str, ...] = ()  # text a stemmed word's forms share, for the snippet pre-scan
+    parts: tuple[ClauseMatch, ...] = ()  # one per clause, in order
 
 
 # A quoted phrase (closing quote optional) or a run of non-space, non-quote chars.
 _QUERY_PART = regex.compile(r'"([^"]*)"?|([^\s"]+)')
 
 
-def _stemmed_word(word: str, terms: set[str], hints: list[str]) -> QNode:
+def _stemmed_word(word: str, terms: set[str], prefixes: list[str], hints: list[str]) -> QNode:
     """A plain word: itself, or any word with the same stem (see the module docstring).
 
     A text word that is its own stem has no stem token, so the bare stem is an
@@ -252,7 +300,12 @@ def _stemmed_word(word: str, terms: set[str], hints: list[str]) -> QNode:
     terms.update((bare, stem))
     # Forms of a word nearly always share its stem but the last letter (happy/happi).
     hints.append(bare[:-1] if len(bare) > 3 else bare)
-    return QAny(tuple(QTerm(t) for t in dict.fromkeys((word, bare, stem))))
+    options: list[QNode] = [QTerm(t) for t in dict.fromkeys((word, bare, stem))]
+    root = word_root(word)
+    if root is not None:
+        options.append(QPrefix(root))
+        prefixes.append(root)
+    return QAny(tuple(options))
 
 
 def _word_clause(
@@ -272,7 +325,7 @@ def _word_clause(
         if prefix:
             return QPrefix(subs[0])
         if whole == subs[0]:  # a plain word, not part of an identifier: stemmed
-            return _stemmed_word(whole, terms, hints)
+            return _stemmed_word(whole, terms, prefixes, hints)
         return QTerm(subs[0])
     seq = tuple(subs)
     node: QNode = QPhrasePrefix(seq) if prefix else QPhrase(seq)
@@ -292,17 +345,38 @@ def parse_query(query: str) -> ParsedQuery:
     return no hits for such a query.
     """
     clauses: list[QNode] = []
-    terms: set[str] = set()
-    prefixes: list[str] = []
+    parts: list[ClauseMatch] = []
+    all_terms: set[str] = set()
+    all_prefixes: list[str] = []
     hints: list[str] = []
     for m in _QUERY_PART.finditer(query or ""):
         quoted = m.group(1) is not None
         raw = (m.group(1) if quoted else m.group(2)).strip()
         core = raw.rstrip("*")
+        terms: set[str] = set()
+        prefixes: list[str] = []
         node = _word_clause(core, core != raw, quoted, terms, prefixes, hints)
         if node is not None and node not in clauses:
             clauses.append(node)
-    return ParsedQuery(tuple(clauses), frozenset(terms), tuple(prefixes), tuple(hints))
+            plain = not quoted and core.isalpha()
+            parts.append(ClauseMatch(f'"{raw}"' if quoted else raw, frozenset(terms), tuple(prefixes), not plain))
+            all_terms |= terms
+            all_prefixes += [p for p in prefixes if p not in all_prefixes]
+    return ParsedQuery(tuple(clauses), frozenset(all_terms), tuple(all_prefixes), tuple(hints), tuple(parts))
+
+
+def matched_words(text: str, pq: ParsedQuery) -> tuple[str, ...]:
+    """The clauses of ``pq`` (as the user wrote them) that ``text`` holds a token of.
+
+    A hint for the reader of a ``match="any"`` hit (a phrase counts when one of
+    its words occurs), not a second search: the index decided what matches.
+    """
+    tokens = {tok for tok, _pos, _start, _end in iter_tokens(text)}
+    out = []
+    for part in pq.parts:
+        if (part.terms & tokens) or (part.prefixes and any(t.startswith(part.prefixes) for t in tokens)):
+            out.append(part.label)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)
