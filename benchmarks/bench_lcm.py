@@ -66,12 +66,12 @@ def run_size(n: int, runs: int, budget: int, tmp: Path) -> dict:
     # a fresh process-like open, as an agent restarting would do
     v = Vault(root, settings=settings)
     t0 = time.perf_counter()
-    v.assemble("bench", budget, compact=False)
+    v.assemble("bench", budget)
     first = time.perf_counter() - t0
     lat = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        ctx = v.assemble("bench", budget, compact=False)
+        ctx = v.assemble("bench", budget)
         lat.append(time.perf_counter() - t0)
     base = sqlite_baseline(tmp / f"b{n}.sqlite", v, "bench", runs)
     summaries = len(v.dag.all("bench"))

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from fakellm import FakeLLM, running
+from people_vaults import build_dag_vault, copy_vault
 
 
 @pytest.fixture
@@ -14,3 +16,15 @@ def fake_llm() -> Iterator[FakeLLM]:
     """A fake Anthropic/OpenAI HTTP server on 127.0.0.1 (see tests/fakellm.py)."""
     with running() as fake:
         yield fake
+
+
+@pytest.fixture(scope="session")
+def built_dag_vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A vault with a summary DAG three levels deep, built once (copy it with ``dag_vault``)."""
+    return build_dag_vault(tmp_path_factory.mktemp("built") / "v", turns=14)
+
+
+@pytest.fixture
+def dag_vault(built_dag_vault: Path, tmp_path: Path) -> Path:
+    """A fresh copy of ``built_dag_vault`` for one test, without derived state (as a new process finds it)."""
+    return copy_vault(built_dag_vault, tmp_path / "v")

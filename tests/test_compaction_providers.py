@@ -14,7 +14,7 @@ from fakellm import FakeLLM
 
 import re
 
-from vaultlcm import Settings, Vault
+from vaultlcm import Engine, Settings, Vault
 from vaultlcm.summarizers import target_for
 from vaultlcm.summarizers.base import output_cap
 from vaultlcm.summarizers.prompts import BEGIN_MARK, END_MARK, NO_PREVIOUS
@@ -70,8 +70,8 @@ def test_provider_failure_loses_nothing(provider: str, failure: str, fake_llm: F
         assert [i.id for i in v.dag.active("c")] == ids
         assert len(v.messages("c")) == len(ids)
         assert v.catalog.execute("SELECT COUNT(*) FROM failures")[0][0] == 1
-        # the hard threshold cannot wait: it falls back to the digest summarizer
-        ctx = v.assemble("c", 900)
+        # the engine's hard threshold cannot wait: it falls back to the digest summarizer
+        ctx = Engine(v, "c").assemble(900)
         assert ctx.estimated_tokens <= 900 and ctx.complete
         assert reachable(v, ctx.summary_ids) | set(ctx.message_ids) == set(ids)
         notes = list((tmp_path / "conversations/c/summaries").iterdir())

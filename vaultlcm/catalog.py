@@ -49,7 +49,7 @@ from .threads import ThreadRow, lanes, static_lane
 #: A git conflict marker at the start of a line (never the start of a quoted log line).
 CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7})( |$)")
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"  # 6: summaries.sources holds resolved links (see dag.SummaryRow.links)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS logs(

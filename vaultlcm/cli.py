@@ -113,16 +113,36 @@ def cli(ctx: click.Context, vault_path: str | None, debug: bool) -> None:
 @click.pass_context
 @handle_errors
 def init(ctx: click.Context, path: str | None) -> None:
-    """Create a vault (settings, .gitignore, .gitattributes); safe to run twice."""
+    """Create a vault (settings, .gitignore, .gitattributes); safe to run twice.
+
+    An existing .gitignore or .gitattributes only gains the lines it lacks; init
+    says what it added, and how to turn on the CSS snippet when it did not.
+    """
     from .vault import Vault
 
     root = Path(path) if path else ctx.obj.vault_path
     with Vault.init(root) as vault:
-        written = vault.created_files
-    if written:
-        click.echo(f"Initialized vault in {root.resolve()} (wrote {', '.join(written)})")
+        report = vault.init_report
+    assert report is not None
+    if report.written:
+        click.echo(f"Initialized vault in {root.resolve()} (wrote {', '.join(report.written)})")
+    elif report.added_lines:
+        click.echo(f"Vault in {root.resolve()} already initialized")
     else:
         click.echo(f"Vault in {root.resolve()} already initialized; nothing changed")
+    for line in report.describe():
+        click.echo(line)
+
+
+GIT_COMMIT = click.option(
+    "--git-commit/--no-git-commit", default=None,
+    help="Commit what this command wrote to git afterwards (default: the git_auto_commit setting).")
+
+
+def _echo_commit(commit: str | None) -> None:
+    """What the auto-commit did: on stdout, or on stderr when it failed (the command itself succeeded)."""
+    if commit is not None:
+        click.echo(f"git: {commit}", err=commit.startswith("not committed") and commit != "not committed (nothing to commit)")
 
 
 FORMAT_CHOICE = click.Choice(["auto", "native", "openai", "anthropic", "claude-code", "openclaw"])
@@ -143,10 +163,11 @@ BIG_INPUT_BYTES = 1 << 20
               help='Print {"ids": [...], "new": N, "already_stored": N, "redacted": {...}, ...} instead of a '
               'summary line.')
 @QUIET
+@GIT_COMMIT
 @pass_ctx
 @handle_errors
 def ingest(obj: Context, file: str, conversation: str, fmt: str, skip_bad_lines: bool, keep_bad_timestamps: bool,
-           allow_duplicates: bool, as_json: bool, quiet: bool) -> None:
+           allow_duplicates: bool, as_json: bool, quiet: bool, git_commit: bool | None) -> None:
     """Append a transcript FILE (JSON Lines, a JSON array or a JSON object with messages; - for stdin).
 
     Re-importing a file, or a longer version of it, stores each record once. Secrets
@@ -159,11 +180,12 @@ def ingest(obj: Context, file: str, conversation: str, fmt: str, skip_bad_lines:
     with progress_bar(f"Ingesting {Path(file).name}", quiet=quiet or not big) as bar:
         report = obj.vault().ingest_file(conversation, file, format=fmt, skip_bad_lines=skip_bad_lines,
                                          keep_bad_timestamps=keep_bad_timestamps, allow_duplicates=allow_duplicates,
-                                         progress=bar)
+                                         progress=bar, git_commit=git_commit)
     if as_json:
         _echo_json(report.to_dict())
     else:
         click.echo(f"Ingested {report.describe()}")
+        _echo_commit(report.commit)
     for line, reason in report.skipped_lines:
         click.echo(f"skipped line {line}: {reason}", err=True)
 
@@ -226,6 +248,10 @@ def status(obj: Context, as_json: bool) -> None:
         )
         depth = f", depth {c['max_depth']}" if c["max_depth"] is not None else ""
         click.echo(f"  {c['summaries']} summaries{depth}; active context {c['active_items']} items, {c['active_tokens']} tokens")
+        context = c["context"]
+        click.echo(f"  context at the configured budget of {context['budget']} tokens:")
+        for line in _cut_lines(context):
+            click.echo(f"    {line}")
         if c.get("redacted"):
             from .secrets import describe_counts
 
@@ -237,24 +263,48 @@ def status(obj: Context, as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="Summarize everything eligible, not just down to the soft threshold.")
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
 @QUIET
+@GIT_COMMIT
 @pass_ctx
 @handle_errors
-def compact(obj: Context, conversation: str | None, force: bool, as_json: bool, quiet: bool) -> None:
-    """Summarize old messages into the summary DAG."""
+def compact(obj: Context, conversation: str | None, force: bool, as_json: bool, quiet: bool,
+            git_commit: bool | None) -> None:
+    """Summarize old messages into the summary DAG.
+
+    First it rewrites links that notes moved outside Obsidian left behind and
+    removes notes a git merge set aside (another note covers their messages).
+    """
     from .progress import progress_bar
 
     with progress_bar("Compacting", quiet=quiet or bool(conversation)) as bar:
-        reports = obj.vault().compact(conversation, force=force, progress=bar)
+        reports = obj.vault().compact(conversation, force=force, progress=bar, git_commit=git_commit)
     if as_json:
         _echo_json({"reports": [r.to_dict() for r in reports]})
         return
     for r in reports:
+        for line in r.tidied:
+            click.echo(f"{r.conversation}: {line}")
         line = f"{r.conversation}: {len(r.created)} summaries written, {len(r.refreshed)} refreshed, context {r.tokens_before} -> {r.tokens_after} tokens"
         click.echo(line)
+        _echo_commit(r.commit)
         if r.error:
             click.echo(f"  compaction stopped: {r.error}", err=True)
     if any(r.error for r in reports):
         sys.exit(1)
+
+
+def _cut_lines(cut: dict[str, Any]) -> list[str]:
+    """The cut as lines: which stretch of history is shown at which resolution."""
+    if "error" in cut:
+        return [cut["error"]]
+    lines = []
+    for span in cut["spans"]:
+        what = {"raw": "raw", "omitted": "left out"}.get(span["kind"], f"{span['kind']} depth {span['depth']}")
+        tail = ", protected tail" if span["tail"] else ""
+        lines.append(f"{span['first_at']} .. {span['last_at']}: {span['messages']} messages as "
+                     f"{span['items']} {what} item(s), {span['tokens']} tokens{tail}")
+    if cut["stubbed"]:
+        lines.append(f"{len(cut['stubbed'])} tool result(s) of the newest turn shown as stubs")
+    return lines
 
 
 @cli.command()
@@ -265,15 +315,20 @@ def compact(obj: Context, conversation: str | None, force: bool, as_json: bool, 
 @pass_ctx
 @handle_errors
 def assemble(obj: Context, conversation: str, budget: int, fmt: str, as_json: bool) -> None:
-    """The model context for the next turn: fresh tail plus summaries, within --budget tokens."""
+    """The model context for the next turn: the finest cut through history that fits --budget tokens.
+
+    A pure read: nothing is written or summarized (run `compact` for that).
+    """
     ctx = obj.vault().assemble(conversation, budget, format=fmt)
     if as_json:
         _echo_json(ctx.to_dict())
         return
     click.echo(f"# {len(ctx.messages)} messages, {ctx.estimated_tokens} of {budget} tokens "
                f"({len(ctx.summary_ids)} summaries, {len(ctx.message_ids)} raw messages)")
+    for line in _cut_lines(ctx.describe()):
+        click.echo(f"# {line}")
     if ctx.omitted_ids:
-        click.echo(f"# left out (over budget): {', '.join(ctx.omitted_ids)}")
+        click.echo(f"# left out (over budget; run `vaultlcm compact`): {', '.join(ctx.omitted_ids)}")
     click.echo(f"## system\n{ctx.system_prompt_addition}")
     for m in ctx.messages:
         content = m.get("content")

@@ -1,20 +1,30 @@
 """Compaction: turning old raw messages into leaf summaries and leaves into condensed nodes.
 
-One *step* writes one summary note. Steps repeat until the active context is
-under the target (or, with ``force``, until nothing is eligible):
+Compaction prepares summaries ahead of time; what the model sees is chosen per
+call by assembly (a cut through the DAG), so a summary never hides anything
+for good. One *step* writes one summary note. Steps repeat until the active
+context (the coarsest cut) is under the target (or, with ``force``, until
+nothing is eligible):
 
 1. **refresh**: a stale node that no person owns is regenerated from its
    current sources (same sources, same id), so a correction below it rises;
-2. **leaf**: the oldest run of uncovered messages outside the protected fresh
-   tail, ``leaf_min_messages``..``leaf_max_messages`` long, capped at
-   ``leaf_chunk_max_tokens``, never ending between a tool call and its result;
-3. **condense**: the oldest run of ``condensed_min_fanin``.. ``condensed_max_fanin``
+2. **leaf**: the oldest chunk of uncovered messages outside the protected tail
+   (the newest user message and what follows it, and at least
+   ``fresh_tail_count`` messages), sized in tokens: about three leaf targets,
+   at most ``leaf_max_messages`` and ``leaf_chunk_max_tokens``; an oversized
+   message is a chunk of its own; never ending between a tool call and its
+   result;
+3. **condense**: the oldest run of ``condensed_min_fanin``..``condensed_max_fanin``
    adjacent root summaries of one depth, up to ``incremental_max_depth``.
 
-In *hard* mode (``assemble`` must get under a budget) the rules loosen step by
-step: short runs, fan-in of two, mixed depths, then the fresh tail itself.
-Every step removes at least one item from the active context or turns
-messages into a smaller summary, so compaction always terminates.
+A chunk whose leaf would not be clearly smaller than its messages (a leaf is
+about a third of its chunk, plus its ``<summary>`` wrapper) is never
+summarized, and a condensed node replaces several nodes by one smaller than
+their sum: compaction never grows the context. In *hard* mode (a model call
+waits on it) the rules loosen step by step: short chunks, fan-in of two, mixed
+depths; the protected tail is never summarized. Every step removes at least one
+item from the active context or turns messages into a smaller summary, so
+compaction always terminates.
 
 A provider failure never loses data: in soft mode compaction stops and the
 messages stay uncovered for the next run; in hard mode the chunk falls back to
@@ -28,10 +38,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import PurePosixPath
 
 from filelock import FileLock, Timeout
 
+from .assembly import find_tail
 from .catalog import MessageRow
 from .dag import ActiveItem, Dag, SummaryRow
 from .errors import LockTimeoutError, SummarizerError, ValidationProblem
@@ -40,8 +50,9 @@ from .msglog import MessageLog
 from .settings import Settings
 from .tokens import count_tokens
 from .summarizers import DIGEST_NAME, DigestSummarizer, SourceItem, Summarizer, SummaryRequest, summarize_with_escalation
-from .summarizers.base import SummaryResult, source_tokens, target_for
+from .summarizers.base import TARGET_SLACK, SummaryResult, source_tokens, target_for
 from .summarizers.corrections import diff_corrections, enforce, required_lines
+from .upkeep import refill_plan
 from .summary_notes import (
     SummaryFrontmatter,
     body_hash,
@@ -55,6 +66,10 @@ from .summary_notes import (
 #: Tokens the ``<summary …>`` wrapper adds around a summary body in the assembled context.
 SUMMARY_OVERHEAD_TOKENS = 60
 MESSAGE_OVERHEAD_TOKENS = 4
+#: Most children of a condensed node above depth 1 (see :meth:`Compactor.max_fanin`).
+UPPER_FANIN = 4
+#: A summary must cost at most this share of what it replaces in the context ("clearly smaller").
+CLEARLY_SMALLER = 0.8
 #: After a provider failure, a blocked assemble uses the fallback without asking again for this long.
 PROVIDER_BACKOFF_SECONDS = 60.0
 
@@ -102,6 +117,10 @@ class CompactionReport:
     error: str | None = None
     tokens_before: int = 0
     tokens_after: int = 0
+    #: What was done first about people's changes: outdated links rewritten, set-aside notes removed.
+    tidied: list[str] = field(default_factory=list)
+    #: What the git auto-commit did (``git_auto_commit`` / ``--git-commit``), when asked for.
+    commit: str | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -112,6 +131,8 @@ class CompactionReport:
             "error": self.error,
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
+            "tidied": self.tidied,
+            **({"commit": self.commit} if self.commit is not None else {}),
         }
 
 
@@ -143,19 +164,92 @@ class Compactor:
 
     # -- planning ----------------------------------------------------------------
 
-    def tail_start(self, items: list[ActiveItem], tail_count: int | None = None) -> int:
-        """Index in ``items`` where the protected fresh tail begins."""
-        n = self.settings.fresh_tail_count if tail_count is None else tail_count
+    def chunk_target_tokens(self) -> int:
+        """Raw tokens a leaf chunk aims at: three times the leaf target, so a leaf compresses about 3x."""
+        return min(3 * self.settings.leaf_target_tokens, self.settings.leaf_chunk_max_tokens)
+
+    def expected_leaf_tokens(self, source_tokens: int) -> int:
+        """About what a leaf over ``source_tokens`` comes to (the summarizer's own target rule)."""
+        return target_for(0, source_tokens, self.settings.leaf_target_tokens)
+
+    def max_fanin(self, depth: int) -> int:
+        """Most children of a node at ``depth``: ``condensed_max_fanin`` over leaves, fewer above.
+
+        Assembly unfolds a node into all its children at once, so the fan-in sets how
+        finely the cut can fill a budget; wide nodes over leaves keep the most detail
+        (the level assembly shows most), narrower ones above let small budgets unfold
+        the top of the DAG step by step.
+        """
+        s = self.settings
+        return s.condensed_max_fanin if depth <= 1 else max(s.condensed_min_fanin, min(s.condensed_max_fanin, UPPER_FANIN))
+
+    def worth_a_leaf(self, chunk: list[MessageRow]) -> bool:
+        """Whether a leaf over ``chunk``, wrapper included, would be clearly smaller in the context."""
+        raw = sum(r.tokens for r in chunk)
+        in_context = raw + MESSAGE_OVERHEAD_TOKENS * len(chunk)
+        expected = SUMMARY_OVERHEAD_TOKENS + TARGET_SLACK * self.expected_leaf_tokens(raw)
+        return expected <= CLEARLY_SMALLER * in_context
+
+    def tail_start(self, items: list[ActiveItem]) -> int:
+        """Index in ``items`` where the protected tail begins (the same tail assembly keeps verbatim).
+
+        The tail is the newest real user message and everything after it, and at least
+        ``fresh_tail_count`` messages; compaction never summarizes it.
+        """
+        if not items:
+            return 0
+        conv = items[-1].summary.conv if items[-1].summary is not None else items[-1].message.conv  # type: ignore[union-attr]
+        rows, _ = find_tail(self.log, conv, self.settings.fresh_tail_count, self.log.read_row)
+        if not rows:
+            return len(items)
+        first = rows[0].seq
         i = len(items)
-        taken = 0
-        while i > 0 and taken < n and items[i - 1].kind == "message":
+        while i > 0:
+            it = items[i - 1]
+            last = it.message.seq if it.message is not None else (it.summary.last_seq or 0)  # type: ignore[union-attr]
+            if last < first:
+                break
             i -= 1
-            taken += 1
         return i
 
-    def _leaf_chunk(self, items: list[ActiveItem], start: int, end: int, min_messages: int) -> tuple[list[MessageRow], int] | None:
-        """The oldest leaf-sized chunk of message items in ``items[start:end]``, and the index after it."""
+    def _take_chunk(self, run: list[MessageRow]) -> tuple[list[MessageRow], bool]:
+        """The first chunk of ``run`` and whether it is full (no later message would join it)."""
         s = self.settings
+        target = self.chunk_target_tokens()
+        chunk: list[MessageRow] = []
+        tokens = 0
+        for row in run:
+            if chunk and tokens + row.tokens > s.leaf_chunk_max_tokens:
+                return chunk, True  # an oversized message gets a chunk of its own next
+            chunk.append(row)
+            tokens += row.tokens
+            # At leaf_max_messages a chunk closes once its leaf would be clearly smaller; short
+            # messages keep joining until then, or they would never be summarized at all.
+            if tokens >= target or (len(chunk) >= s.leaf_max_messages and self.worth_a_leaf(chunk)):
+                return chunk, True
+        return chunk, False
+
+    def _turn_end(self, chunk: list[MessageRow]) -> list[MessageRow]:
+        """End a full chunk where a turn ends (before a user message) when that keeps most of it."""
+        half = sum(r.tokens for r in chunk) // 2
+        seen = 0
+        cut = len(chunk)
+        for j, row in enumerate(chunk):
+            if j >= max(1, self.settings.leaf_min_messages) and row.role == "user" and seen >= half and (
+                    self.worth_a_leaf(chunk[:j])):
+                cut = j
+            seen += row.tokens
+        return chunk[:cut]
+
+    def _leaf_chunk(self, items: list[ActiveItem], start: int, end: int, *, force: bool) -> tuple[list[MessageRow], int] | None:
+        """The oldest chunk worth a leaf among the message items in ``items[start:end]``, and the index after it.
+
+        Chunks are sized in tokens (:meth:`chunk_target_tokens`, capped by
+        ``leaf_chunk_max_tokens``, at most ``leaf_max_messages``); an oversized message is
+        a chunk of its own, so it never stalls the pass. A chunk that is not full waits for
+        more messages unless ``force`` or nothing can join it (a summary follows). A chunk
+        whose summary would not be clearly smaller (:meth:`worth_a_leaf`) is never summarized.
+        """
         i = start
         while i < end:
             if items[i].kind != "message":
@@ -164,25 +258,21 @@ class Compactor:
             run_end = i
             while run_end < end and items[run_end].kind == "message":
                 run_end += 1
-            run = [it.message for it in items[i:run_end]]
-            island = run_end < len(items) and items[run_end].kind == "summary"
-            chunk: list[MessageRow] = []
-            tokens = 0
-            for row in run:
-                assert row is not None
-                if chunk and (len(chunk) >= s.leaf_max_messages or tokens + row.tokens > s.leaf_chunk_max_tokens):
+            run = [it.message for it in items[i:run_end] if it.message is not None]
+            island = run_end < end  # a summary follows: no later message can join this run
+            pos = 0
+            while pos < len(run):
+                chunk, full = self._take_chunk(run[pos:])
+                if full and pos + len(chunk) < len(run):
+                    chunk = self._turn_end(chunk)
+                chunk = self._keep_tool_pairs(chunk, run[pos:])  # type: ignore[arg-type]
+                if not chunk:
+                    break  # the run opens with a call whose result is not stored yet
+                if (full or force or island) and self.worth_a_leaf(chunk):
+                    return chunk, i + pos + len(chunk)
+                if not full:
                     break
-                chunk.append(row)
-                tokens += row.tokens
-            if len(chunk) < len(run):
-                # Prefer to end a leaf where a turn ends (just before a user message), so each
-                # leaf tells one exchange; only when that leaves at least leaf_min_messages.
-                turn_ends = [j for j in range(min_messages, len(chunk)) if chunk[j].role == "user"]
-                if turn_ends and min_messages > 1:
-                    chunk = chunk[: turn_ends[-1]]
-            chunk = self._keep_tool_pairs(chunk, run)
-            if chunk and (len(chunk) >= min_messages or island):
-                return chunk, i + len(chunk)
+                pos += len(chunk)
             i = run_end
         return None
 
@@ -224,7 +314,11 @@ class Compactor:
     def _condense_chunk(
         self, items: list[ActiveItem], end: int, min_fanin: int, mixed: bool, start: int = 0
     ) -> tuple[list[SummaryRow], int] | None:
-        """The oldest run of adjacent root summaries to condense, and the index after it."""
+        """The oldest run of adjacent root summaries to condense, and the index after it.
+
+        A run holds ``min_fanin``..``condensed_max_fanin`` nodes of one depth (any depths
+        when ``mixed``), up to ``incremental_max_depth``.
+        """
         s = self.settings
         max_depth = s.incremental_max_depth
         i = start
@@ -236,11 +330,15 @@ class Compactor:
             depth = items[i].summary.depth  # type: ignore[union-attr]
             while j < end and items[j].kind == "summary" and (mixed or items[j].summary.depth == depth):  # type: ignore[union-attr]
                 j += 1
-            run = [it.summary for it in items[i:j]]
-            new_depth = max(r.depth for r in run) + 1  # type: ignore[union-attr]
+            run = [it.summary for it in items[i:j] if it.summary is not None]
+            new_depth = max(r.depth for r in run) + 1
             if len(run) >= min_fanin and (max_depth < 0 or new_depth <= max_depth):
-                picked = run[: s.condensed_max_fanin]
-                return picked, i + len(picked)  # type: ignore[return-value]
+                picked = run[: self.max_fanin(new_depth)]
+                rest = len(run) - len(picked)
+                if 0 < rest < min_fanin and len(run) >= 2 * min_fanin:
+                    # Split the run evenly rather than leave a remainder too short to condense.
+                    picked = run[: (len(run) + 1) // 2]
+                return picked, i + len(picked)
             i = j
         return None
 
@@ -276,8 +374,11 @@ class Compactor:
                     break
                 if self._pass(conv, items, tokens, target_tokens, report, force=force, hard=hard):
                     continue
-                if not (hard and self._hard_step(conv, items, report)):
+                # With force, or when a model call waits, the rules loosen until nothing is left to do.
+                if not ((hard or force) and self._hard_step(conv, items, report)):
                     break
+        except ValidationProblem as exc:
+            report.error = str(exc)  # a note a person must fix stands where a new one would go
         except SummarizerError as exc:
             report.error = str(exc)
             self.dag.catalog.execute(
@@ -299,7 +400,7 @@ class Compactor:
         tail = self.tail_start(items)
         wrote = False
         i = 0
-        while found := self._leaf_chunk(items, i, tail, s.leaf_min_messages):
+        while found := self._leaf_chunk(items, i, tail, force=force):
             chunk, i = found
             row = self._write_leaf(conv, chunk, report, hard)
             wrote = True
@@ -319,15 +420,16 @@ class Compactor:
         return wrote
 
     def _hard_step(self, conv: str, items: list[ActiveItem], report: CompactionReport) -> bool:
-        """Over the budget with nothing eligible: loosen the rules one at a time, one note per step."""
+        """Over the budget with nothing eligible: loosen the rules one at a time, one note per step.
+
+        The protected tail is never summarized: when it alone is over the budget,
+        assembly stubs its oldest tool results instead.
+        """
         tail = self.tail_start(items)
         for kind, found in (
-            ("leaf", lambda: self._leaf_chunk(items, 0, tail, 1)),
+            ("leaf", lambda: self._leaf_chunk(items, 0, tail, force=True)),
             ("condense", lambda: self._condense_chunk(items, tail, 2, mixed=False)),
             ("condense", lambda: self._condense_chunk(items, tail, 2, mixed=True)),
-            # last resort: the fresh tail itself, oldest first
-            ("leaf", lambda: self._leaf_chunk(items, 0, len(items), 1)),
-            ("condense", lambda: self._condense_chunk(items, len(items), 2, mixed=True)),
         ):
             result = found()
             if result:
@@ -369,7 +471,7 @@ class Compactor:
         return tuple(
             SourceItem(id=r.id, kind="summary", text=r.body, at=r.earliest_at, depth=r.depth,
                        edited=r.human_owned or (refresh and self._has_human_below(r)),
-                       link=PurePosixPath(r.path).stem, latest_at=r.latest_at,
+                       link=self.dag.link_path(r.id), latest_at=r.latest_at,
                        corrections=self._corrections_of(r) if r.human_owned else ())
             for r in run
         )
@@ -415,7 +517,8 @@ class Compactor:
     # -- writing nodes -----------------------------------------------------------------
 
     def _write_leaf(
-        self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False
+        self, conv: str, chunk: list[MessageRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False,
+        node_id: str | None = None,
     ) -> SummaryRow:
         items = self._leaf_items(chunk)
         ids = [row.id for row in chunk]
@@ -423,11 +526,13 @@ class Compactor:
             conv, "leaf", 0, ids, items, report, hard, refresh, force,
             earliest=min(r.at for r in chunk), latest=max(r.at for r in chunk), descendants=len(chunk),
             sources_digest=sources_hash([r.hash for r in chunk]), links=[message_link(r.path, r.id) for r in chunk],
+            node_id=node_id,
             first_seq=min(r.seq for r in chunk),
         )
 
     def _write_condensed(
-        self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False
+        self, conv: str, run: list[SummaryRow], report: CompactionReport, hard: bool, refresh: bool = False, force: bool = False,
+        node_id: str | None = None,
     ) -> SummaryRow:
         depth = max(r.depth for r in run) + 1
         items = self._condensed_items(run, refresh)
@@ -438,6 +543,7 @@ class Compactor:
             earliest=min(r.earliest_at for r in run), latest=max(r.latest_at for r in run),
             descendants=sum(r.descendant_count for r in run),
             sources_digest=sources_hash([r.body_hash for r in run]), links=[summary_link(i) for i in ids],
+            node_id=node_id,
             first_seq=min(seqs) if seqs else None,
         )
 
@@ -445,9 +551,14 @@ class Compactor:
         self, conv: str, kind: str, depth: int, ids: list[str], items: tuple[SourceItem, ...],
         report: CompactionReport, hard: bool, refresh: bool, force: bool, *,
         earliest: str, latest: str, descendants: int, sources_digest: str, links: list[str], first_seq: int | None,
+        node_id: str | None = None,
     ) -> SummaryRow:
-        """Summarize ``items`` and write the node's note (the part leaves and condensed nodes share)."""
-        node_id = make_summary_id(conv, depth, ids)
+        """Summarize ``items`` and write the node's note (the part leaves and condensed nodes share).
+
+        A node is refreshed under its own id (``node_id``), even when its sources changed
+        because a deleted source was rebuilt differently.
+        """
+        node_id = node_id or make_summary_id(conv, depth, ids)
         request = self._request(conv, depth, items, self._previous(conv, depth, first_seq))
         result, fallback = self._summarize(request, hard, report, node_id)
         text = self._finish(result.text, items)
@@ -474,6 +585,35 @@ class Compactor:
         row = self.dag.write_summary(conv, fm, body, force=force)
         (report.refreshed if refresh else report.created).append(node_id)
         return row
+
+    def _refill(self, conv: str, node: SummaryRow, report: CompactionReport, hard: bool) -> list[SummaryRow]:
+        """``node``'s sources, with what a deleted source covered summarized again in its place.
+
+        Messages that came back become leaves; when a gap holds several nodes that fit
+        below ``node`` they are condensed into one, so a deleted note is rebuilt from
+        the same sources (and gets the same id).
+        """
+        out: list[SummaryRow] = []
+        for part in refill_plan(self.dag, node):
+            if not isinstance(part, list):
+                out.append(part)
+                continue
+            made: list[SummaryRow] = []
+            i = 0
+            while i < len(part):
+                if part[i].summary is not None:
+                    made.append(part[i].summary)  # type: ignore[arg-type]
+                    i += 1
+                    continue
+                found = self._leaf_chunk(part, i, len(part), 1)
+                if found is None:
+                    break
+                chunk, i = found
+                made.append(self._write_leaf(conv, chunk, report, hard))
+            if len(made) > 1 and max(r.depth for r in made) + 1 < node.depth:
+                made = [self._write_condensed(conv, made, report, hard)]
+            out.extend(made)
+        return out
 
     # -- corrections -------------------------------------------------------------------
 
@@ -521,22 +661,26 @@ class Compactor:
         without `watch` or `doctor` having run.
         """
         self.dag.sync(conv, full=True)
+        tried: set[str] = set()  # a node whose refresh could not be written is not tried again in this run
         for _ in range(64):  # a DAG is never that deep; guards against a pathological loop
             stale = [
                 r for r in self.dag.all(conv)
-                if r.stale and not r.human_owned and r.parent != "!invalid"
+                if r.stale and not r.human_owned and r.parent != "!invalid" and r.id not in tried
             ]
             if not stale:
                 return
             node = min(stale, key=lambda r: (r.depth, r.first_seq or 0))
+            tried.add(node.id)
             try:
                 if node.kind == "leaf":
                     rows = self.log.catalog.rows_by_ids(node.sources)
                     chunk = [rows[i] for i in node.sources if i in rows]
-                    self._write_leaf(conv, chunk, report, hard, refresh=True)
+                    self._write_leaf(conv, chunk, report, hard, refresh=True, node_id=node.id)
                 else:
-                    children = self.dag.children(node.id)
-                    self._write_condensed(conv, children, report, hard, refresh=True)
+                    children = self._refill(conv, node, report, hard) if node.gaps else self.dag.children(node.id)
+                    fresh = self.dag.get(node.id)
+                    if fresh is not None and (fresh.stale or fresh.gaps):  # a rebuilt source may have healed it
+                        self._write_condensed(conv, children, report, hard, refresh=True, node_id=node.id)
             except ValidationProblem:
                 pass  # a person edited it a moment ago: it is theirs now (the catalog was updated)
             self.dag.recompute(conv)
@@ -559,8 +703,10 @@ class Compactor:
             fresh = self.dag.get(row.id) or row
             if fresh.kind == "leaf":
                 found = self.log.catalog.rows_by_ids(fresh.sources)
-                self._write_leaf(conv, [found[i] for i in fresh.sources if i in found], report, False, refresh=True, force=force)
+                self._write_leaf(conv, [found[i] for i in fresh.sources if i in found], report, False, refresh=True,
+                                 force=force, node_id=fresh.id)
             else:
-                self._write_condensed(conv, self.dag.children(fresh.id), report, False, refresh=True, force=force)
+                self._write_condensed(conv, self.dag.children(fresh.id), report, False, refresh=True, force=force,
+                                      node_id=fresh.id)
             self.dag.recompute(conv)
         return report

@@ -1,15 +1,21 @@
 """The summary DAG and the active context, derived from the notes on disk.
 
-The catalog mirrors every summary note (checked against the files by size and
-mtime) and keeps the relations that are *derived*, never stored in notes:
+The catalog mirrors every summary note of a conversation's folder, wherever a
+person filed it and whatever its name (checked against the files by size and
+mtime), and keeps the relations that are *derived*, never stored in notes:
 
+* each source link, resolved as Obsidian resolves it (:mod:`vaultlcm.links`),
+  with its state: covered, a gap a deleted note left, or waiting for a person;
 * ``coverage``: which leaf covers each message (messages.covered mirrors it so
   the uncovered messages come from a partial index, at a cost that follows the
   active context, not the history);
 * ``parent``: which node condensed a summary;
 * ``stale``: a node whose sources changed since it was written (a person
-  corrected a summary below it, or a raw log was edited);
+  corrected a summary below it, deleted one, or edited a raw log);
 * human-owned: the body no longer hashes to ``body_sha256``.
+
+The rules that settle them are :func:`vaultlcm.relations.derive`; writing notes
+links them the way Obsidian would (:meth:`Dag.write_summary`).
 
 The active context is the summaries no other summary condenses plus the
 messages no summary covers, in conversation order.
@@ -17,21 +23,39 @@ messages no summary covers, in conversation order.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import sqlite3
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .catalog import Catalog, MessageRow
 from .errors import ValidationProblem
 from .fsutil import atomic_write, read_file
 from .layout import VaultLayout
-from .summary_notes import SummaryFrontmatter, body_hash, parse_note, render_note, sources_hash
+from .links import VaultFiles
+from .relations import COUNTS, GAP, Link, Msg, Node, derive
+from .summary_notes import (
+    SUMMARY_ID_RE,
+    SummaryFrontmatter,
+    body_hash,
+    exact_body_hash,
+    parse_note,
+    parse_wikilink,
+    render_note,
+    summary_link,
+)
 
 _COLUMNS = (
     "id, conv, path, size, mtime_ns, kind, depth, earliest_at, latest_at, first_seq, last_seq, descendant_count, "
     "source_tokens, token_count, summarizer, prompt, level, gen_hash, body_hash, sources_hash, sources, body, parent, stale"
 )
+
+
+#: Problem kinds the DAG records (recomputed together); doctor sorts them by severity.
+DAG_KINDS = ("dag", "superseded", "emptied", "outdated_link", "duplicate_note")
 
 
 def _bump(db: "sqlite3.Connection", conv: str) -> None:
@@ -77,13 +101,40 @@ class SummaryRow:
     stale: int
 
     @property
+    def links(self) -> list[SourceLink]:
+        """Each source link as written, with what it resolved to (see :class:`SourceLink`)."""
+        return [SourceLink(link, sid, bool(ok), int(state)) for link, sid, ok, state in json.loads(self.sources_json)]
+
+    @property
     def sources(self) -> list[str]:
-        return list(json.loads(self.sources_json))
+        """Ids of the sources this node covers, in order (deleted or set-aside sources left out)."""
+        return [s.id for s in self.links if s.counts and s.id is not None]
+
+    @property
+    def gaps(self) -> list[str]:
+        """Source links that name nothing this node can cover (a deleted note): filled by the next compaction."""
+        return [s.link or "" for s in self.links if s.state == GAP]
 
     @property
     def human_owned(self) -> bool:
         """A person changed the body: the engine must never regenerate or overwrite it."""
         return self.gen_hash != self.body_hash
+
+
+@dataclass(frozen=True)
+class SourceLink:
+    """One entry of a note's ``sources``: the link as written, the id it names, whether Obsidian
+    resolves it to that note too (``ok``), and its ``state`` (:data:`~vaultlcm.relations.COUNTS`:
+    covered, ``GAP``: a deleted source to rebuild, ``WAITING``: a note a person must fix)."""
+
+    link: str | None
+    id: str | None
+    ok: bool
+    state: int
+
+    @property
+    def counts(self) -> bool:
+        return self.state == COUNTS
 
 
 @dataclass(frozen=True)
@@ -113,15 +164,80 @@ class SyncReport:
     problems: list[DagProblem] = field(default_factory=list)
 
 
-def _walk_notes(folder: Path) -> list[Path]:
-    """``*.md`` entries below ``folder`` without descending into symlinked or hidden folders."""
-    import os
+class _Resolver:
+    """Resolves the source links of one conversation's notes as Obsidian does (see :mod:`vaultlcm.links`).
 
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not os.path.islink(os.path.join(dirpath, d))]
-        out.extend(Path(dirpath) / f for f in filenames if f.endswith(".md") and not f.startswith("."))
-    return sorted(out)
+    A summary link is looked up among the conversation's own notes first (cheap),
+    then in the whole vault; a link Obsidian cannot resolve still names the note
+    whose id it spells (``[[sum_…]]`` after a plain ``mv``), marked as outdated so a
+    writer can rewrite it. A message link names its block id, wherever the log is.
+    """
+
+    def __init__(self, dag: "Dag", conv: str, rows: dict[str, "SummaryRow"], messages: dict[str, MessageRow]) -> None:
+        self.dag = dag
+        self.rows = rows
+        self.messages = messages
+        self.sid_at = {str(p): s for p, s in dag.catalog.execute("SELECT path, summary_id FROM note_files WHERE conv=?", (conv,))}
+        self.local = VaultFiles(self.sid_at)
+        self.unreadable = {str(p) for (p,) in dag.catalog.execute(
+            "SELECT path FROM problems WHERE conv=? AND kind='invalid'", (conv,))}
+        self.prefix = dag.layout.relative(dag.layout.conversation_dir(conv)) + "/"
+
+    def __call__(self, node: Node, link: str) -> Link:
+        p = parse_wikilink(link)
+        if p is None:
+            return Link(link, None, False, "is not a wikilink")
+        if node.kind == "leaf":
+            if p.block is None:
+                return Link(link, None, False, "does not name a message block (…#^m-…)")
+            row = self.messages.get(p.block)
+            if row is None:
+                return Link(link, p.block)
+            ok = p.path + ".md" == row.path or self.dag.vault_files().resolve(p.path, node.path) == row.path
+            return Link(link, p.block, ok, "" if ok else f"the message is in {row.path}")
+        target = self.local.resolve(p.path, node.path) or self.dag.vault_files().resolve(p.path, node.path)
+        if target is not None:
+            sid = self.sid_at.get(target)
+            if sid:
+                return Link(link, sid)
+            if target in self.unreadable:
+                return Link(link, None, True, f"names {target}, which cannot be read", waiting=True)
+            where = "which is not a summary note" if target.startswith(self.prefix) else "outside the conversation"
+            return Link(link, None, True, f"names {target}, {where}")
+        if SUMMARY_ID_RE.match(p.stem) and p.stem in self.rows:
+            return Link(link, p.stem, False, f"the note is now {self.rows[p.stem].path}")
+        return Link(link, None, False, "names no note (deleted)")
+
+
+def _stem(link: str) -> str:
+    parsed = parse_wikilink(link)
+    return parsed.stem if parsed else link
+
+
+def _block(s: SourceLink) -> str | None:
+    if s.link is None:
+        return s.id
+    parsed = parse_wikilink(s.link)
+    return parsed.block if parsed else None
+
+
+#: Folders of a conversation that never hold summary notes.
+_NOT_NOTES = ("logs", "files")
+#: A summary note's frontmatter names its id on a line of its own (cheap test for notes a person
+#: filed outside summaries/, so their own notes there are left alone).
+_ID_LINE = re.compile(r"^id:[ \t]*[\"']?sum_[0-9a-f]{16}[\"']?[ \t]*$", re.MULTILINE)
+
+
+def _listing(folder: Path, home: str) -> str:
+    """What a conversation folder holds besides its home note: compared instead of its mtime, which every
+    rewrite of the home note changes (so a sync after a compaction stays quick)."""
+    names = sorted(n for n in os.listdir(folder) if n != home and not n.startswith("."))
+    return "ls:" + hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
+
+
+def _looks_like_summary(text: str) -> bool:
+    end = text.find("\n---", 3)
+    return text.startswith("---") and end > 0 and bool(_ID_LINE.search(text[: end + 1]))
 
 
 class Dag:
@@ -130,76 +246,128 @@ class Dag:
     def __init__(self, layout: VaultLayout, catalog: Catalog) -> None:
         self.layout = layout
         self.catalog = catalog
+        self._files: VaultFiles | None = None
+        #: Vault-relative paths of the notes this process wrote or removed, in order (what an auto-commit takes).
+        self.journal: list[str] = []
 
     # -- reading the notes -------------------------------------------------------
+
+    def _scan(self, conv: str) -> tuple[dict[str, Path], list[tuple[str, str]], dict[str, int | str]]:
+        """Note files of a conversation's folder (summaries/ and anywhere else a person filed one).
+
+        Returns the notes, the entries refused (symlinks, special files) and the
+        mtime of every folder looked at. Logs, payloads, the home note, hidden
+        entries and symlinked folders are never looked at.
+        """
+        root = self.layout.conversation_dir(conv)
+        notes: dict[str, Path] = {}
+        refused: list[tuple[str, str]] = []
+        folders: dict[str, int | str] = {}
+        if not root.is_dir() or root.is_symlink():
+            return notes, refused, folders
+        home = self.layout.home_note(conv).name
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+            here = Path(dirpath)
+            top = here == root
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not (top and d in _NOT_NOTES)
+                                 and not os.path.islink(os.path.join(dirpath, d)))
+            try:
+                folders[self.layout.relative(here)] = _listing(here, home) if top else here.stat().st_mtime_ns
+            except FileNotFoundError:
+                continue
+            for name in sorted(filenames):
+                if not name.endswith(".md") or name.startswith(".") or (top and name == home):
+                    continue
+                p = here / name
+                rel = self.layout.relative(p)
+                if p.is_symlink():
+                    refused.append((rel, f"{rel}: is a symlink; vaultlcm never reads through symlinks inside a vault "
+                                    "(replace it with the note itself, or remove it)"))
+                elif not p.is_file():
+                    refused.append((rel, f"{rel}: is not a regular file (a pipe or device?); it is ignored"))
+                else:
+                    notes[rel] = p
+        return notes, refused, folders
 
     def sync(self, conv: str, *, full: bool = False) -> SyncReport:
         """Mirror the notes of ``conv`` into the catalog; recompute relations if anything changed.
 
-        Without ``full``, an unchanged folder (same mtime) is trusted, so the cost of a
+        Without ``full``, unchanged folders (same mtimes) are trusted, so the cost of a
         sync does not grow with the number of notes.
         """
         report = SyncReport()
-        folder = self.layout.summaries_dir(conv)
-        key = f"notes_dir_mtime:{conv}"
-        try:
-            dir_mtime = str(folder.stat().st_mtime_ns)
-        except FileNotFoundError:
-            dir_mtime = "missing"
+        key = f"notes_dirs:{conv}"
         if not full:
-            seen = self.catalog.execute("SELECT value FROM meta WHERE key=?", (key,))
-            if seen and seen[0][0] == dir_mtime:
+            seen = self.catalog.get_meta(key)
+            if seen and self._folders_unchanged(json.loads(seen)):
                 # No note was added, removed or renamed; in-place edits reach us through `watch`.
                 report.problems = self.problems(conv)
                 return report
-        on_disk: dict[str, Path] = {}
-        skipped: list[tuple[str, str]] = []
-        if folder.is_dir() and not folder.is_symlink():
-            # Subfolders count too: a person may file notes away inside summaries/. Symlinks are
-            # never followed (they may lead outside the vault) and only regular files are notes.
-            for p in _walk_notes(folder):
-                rel = self.layout.relative(p)
-                if p.is_symlink():
-                    skipped.append((rel, f"{rel}: is a symlink; vaultlcm never reads through symlinks inside a vault "
-                                    "(replace it with the note itself, or remove it)"))
-                elif not p.is_file():
-                    skipped.append((rel, f"{rel}: is not a regular file (a pipe or device?); it is ignored"))
-                else:
-                    on_disk[rel] = p
+        self._files = None  # names may have changed anywhere: look again when needed
+        on_disk, refused, folders = self._scan(conv)
+        summaries_dir = self.layout.relative(self.layout.summaries_dir(conv)) + "/"
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM problems WHERE conv=? AND kind='unsafe_note'", (conv,))
             db.executemany("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,'unsafe_note',?)",
-                           [(rel, conv, detail) for rel, detail in skipped])
-        known = {r[0]: r for r in self.catalog.execute("SELECT path, size, mtime_ns, summary_id FROM note_files WHERE conv=?", (conv,))}
-        removed = set(known) - set(on_disk)
-        for rel in removed:
+                           [(rel, conv, detail) for rel, detail in refused])
+        known = {r[0]: r for r in self.catalog.execute(
+            "SELECT path, size, mtime_ns, summary_id FROM note_files WHERE conv=?", (conv,))}
+        reread: set[str] = set()
+        for rel in set(known) - set(on_disk):
             sid = known[rel][3]
             with self.catalog.transaction() as db:
                 db.execute("DELETE FROM note_files WHERE path=?", (rel,))
+                db.execute("DELETE FROM problems WHERE path=? AND kind='invalid'", (rel,))
                 if sid:
                     db.execute("DELETE FROM summaries WHERE id=? AND path=?", (sid, rel))
+                    # Another file holding the same id (a copy) takes over.
+                    reread.update(p for (p,) in db.execute("SELECT path FROM note_files WHERE summary_id=?", (sid,)))
                     _bump(db, conv)
             report.changed += 1
         for rel, path in sorted(on_disk.items()):
-            st = path.stat()
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
             row = known.get(rel)
-            if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns:
+            if rel not in reread and row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns:
                 continue
             report.changed += 1
-            self._read_note(conv, rel, path, st.st_size, st.st_mtime_ns)
+            self._read_note(conv, rel, path, st.st_size, st.st_mtime_ns, expected=rel.startswith(summaries_dir))
         if report.changed:
             self.recompute(conv)
-        self.catalog.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, dir_mtime))
+        self.catalog.set_meta(key, json.dumps(folders, sort_keys=True))
         report.problems = self.problems(conv)
         return report
 
-    def _read_note(self, conv: str, rel: str, path: Path, size: int, mtime_ns: int) -> None:
+    def _folders_unchanged(self, folders: dict[str, int | str]) -> bool:
+        for rel, seen in folders.items():
+            path = self.layout.root / rel
+            try:
+                now = _listing(path, path.name + ".md") if isinstance(seen, str) else path.stat().st_mtime_ns
+            except OSError:
+                return False
+            if now != seen:
+                return False
+        return bool(folders)
+
+    def _read_note(self, conv: str, rel: str, path: Path, size: int, mtime_ns: int, *, expected: bool = True) -> None:
+        """Read one note; ``expected`` is False outside summaries/, where a person's own notes are left alone."""
         try:
             text = read_file(self.layout.inside(path)).decode("utf-8", errors="replace")
         except OSError:
             return  # gone or replaced between the listing and the read: the next sync sees it
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM problems WHERE path=? AND kind='invalid'", (rel,))
+        if not expected and not _looks_like_summary(text):
+            with self.catalog.transaction() as db:
+                old = db.execute("SELECT summary_id FROM note_files WHERE path=?", (rel,)).fetchone()
+                if old and old[0]:
+                    db.execute("DELETE FROM summaries WHERE id=? AND path=?", (old[0], rel))
+                    _bump(db, conv)
+                db.execute("INSERT OR REPLACE INTO note_files(path, conv, size, mtime_ns, summary_id) "
+                           "VALUES(?,?,?,?,NULL)", (rel, conv, size, mtime_ns))
+            return
         try:
             fm, body = parse_note(text, rel)
             if fm.conversation != conv:
@@ -226,7 +394,13 @@ class Dag:
             )
         self._store(conv, rel, size, mtime_ns, fm, body)
 
-    def _store(self, conv: str, rel: str, size: int, mtime_ns: int, fm: SummaryFrontmatter, body: str) -> None:
+    def _store(self, conv: str, rel: str, size: int, mtime_ns: int, fm: SummaryFrontmatter, body: str,
+               ids: list[str] | None = None) -> None:
+        """Mirror one note. ``ids`` are what its links name when the engine just wrote it (else a first guess)."""
+        current = body_hash(body)
+        # Notes written before link paths were left out of the hash carry the exact hash: same thing.
+        gen = current if fm.body_sha256 == exact_body_hash(body) else fm.body_sha256
+        pairs = [[link, sid, 1, 1] for link, sid in zip(fm.sources, ids or fm.source_ids())]
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM summaries WHERE id=? AND path<>?", (fm.id, rel))
             _bump(db, conv)
@@ -235,7 +409,7 @@ class Dag:
                 (
                     fm.id, conv, rel, size, mtime_ns, fm.kind, fm.depth, fm.earliest_at, fm.latest_at, None, None,
                     fm.descendant_count, fm.source_tokens, fm.token_count, fm.summarizer, fm.prompt, fm.level,
-                    fm.body_sha256, body_hash(body), fm.sources_sha256, json.dumps(fm.source_ids()), body, None, 0,
+                    gen, current, fm.sources_sha256, json.dumps(pairs), body, None, 0,
                 ),
             )
             db.execute(
@@ -246,12 +420,20 @@ class Dag:
     # -- writing -----------------------------------------------------------------
 
     def write_summary(self, conv: str, fm: SummaryFrontmatter, body: str, *, force: bool = False) -> SummaryRow:
-        """Write a new note atomically and fold it into the derived state.
+        """Write a note atomically and fold it into the derived state.
 
-        Refuses to overwrite a note a person edited unless ``force``.
+        ``fm.sources`` name their targets by id (``[[sum_…]]``, message links); the
+        note gets links Obsidian resolves: a link the note already had to the same
+        source is kept exactly as written (a person's rename put it there), a new
+        link to a renamed or moved note uses its current name (or path, when the
+        name is not unique). A note a person moved or renamed is rewritten where it
+        is. Refuses to overwrite a note a person edited unless ``force``.
         """
         path = self.layout.summary_path(conv, fm.id)
         existing = self.get(fm.id)
+        if existing is not None and not (self.layout.root / existing.path).exists():
+            self.sync(conv, full=True)  # renamed or moved since the last sync: write it where it is now
+            existing = self.get(fm.id)
         if existing is not None and existing.human_owned and not force:
             raise ValidationProblem(f"{existing.path}: summary {fm.id} is human-owned; refusing to overwrite it")
         on_disk = self.layout.root / existing.path if existing is not None else path
@@ -264,24 +446,55 @@ class Dag:
                 old_fm, old_body = parse_note(old_text, on_disk)
             except ValidationProblem:
                 old_fm, old_body = None, ""
-            if not force and (old_fm is None or body_hash(old_body) != old_fm.body_sha256):
+            if old_fm is None and not force:
+                raise ValidationProblem(f"{self.layout.relative(on_disk)}: holds summary {fm.id} but cannot be read "
+                                        "(`vaultlcm doctor` names the field); fix it by hand, compaction never "
+                                        "writes over it")
+            owned = old_fm is None or old_fm.body_sha256 not in (body_hash(old_body), exact_body_hash(old_body))
+            if not force and owned:
                 self._read_note(conv, self.layout.relative(on_disk), on_disk, on_disk.stat().st_size, on_disk.stat().st_mtime_ns)
                 raise ValidationProblem(f"{self.layout.relative(on_disk)}: summary {fm.id} was edited by a person; refusing to overwrite it")
             if on_disk != path:
                 path = on_disk  # the person moved or renamed it: keep it where they put it
+        ids = fm.source_ids()
+        kept = {s.id: s.link for s in existing.links if s.ok and s.link} if existing is not None else {}
+        links = [kept.get(sid) or (link if fm.kind == "leaf" else self.link_for(sid)) for link, sid in zip(fm.sources, ids)]
+        fm = fm.model_copy(update={"sources": links})
         # Properties a person added (tags, aliases, a status) are carried over as they wrote them.
         atomic_write(self.layout.inside(path), render_note(fm, body, keep_from=old_text).encode("utf-8"))
         st = path.stat()
         rel = self.layout.relative(path)
-        self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body)
-        self._link(conv, fm)
+        self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body, ids)
+        self.journal.append(rel)
+        if self._files is not None:
+            self._files.add(rel)
+        if {fm.id, path.stem} & set(json.loads(self.catalog.get_meta(f"gaps:{conv}") or "[]")):
+            self.recompute(conv)  # this note is one a parent lost (rebuilt from the same sources): let it find it
+        else:
+            self._link(conv, fm, ids)
         row = self.get(fm.id)
         assert row is not None
         return row
 
-    def _link(self, conv: str, fm: SummaryFrontmatter) -> None:
+    def link_for(self, summary_id: str) -> str:
+        """A wikilink to a summary that Obsidian resolves: ``[[sum_…]]``, or the note's current name or path."""
+        return f"[[{self.link_path(summary_id)}]]"
+
+    def link_path(self, summary_id: str) -> str:
+        """The path part of :meth:`link_for` (what goes between ``[[`` and ``]]``, or before a ``|``)."""
+        row = self.get(summary_id)
+        if row is None or PurePosixPath(row.path).stem == summary_id:
+            return summary_link(summary_id)[2:-2]
+        return self.vault_files().link_path(row.path)
+
+    def vault_files(self) -> VaultFiles:
+        """Every file of the vault as Obsidian sees it (scanned once per sync, when a name must be checked)."""
+        if self._files is None:
+            self._files = VaultFiles.scan(self.layout.root)
+        return self._files
+
+    def _link(self, conv: str, fm: SummaryFrontmatter, ids: list[str]) -> None:
         """Incremental relation update for a node just written (the common, fast path)."""
-        ids = fm.source_ids()
         with self.catalog.transaction() as db:
             if fm.kind == "leaf":
                 rows = db.execute(
@@ -301,75 +514,55 @@ class Dag:
     def recompute(self, conv: str) -> None:
         """Rebuild coverage, parents, positions and staleness of ``conv`` from the mirrored notes."""
         rows = {r.id: r for r in self.all(conv)}
-        msg_ids = [mid for r in rows.values() if r.kind == "leaf" for mid in r.sources]
-        messages = self.catalog.rows_by_ids(msg_ids)
-        problems: list[tuple[str, str, str]] = []
-        claimed: dict[str, str] = {}
-        parent: dict[str, str] = {}
-        valid: set[str] = set()
-        # Lower depths first, so a node's children are settled before it.
-        for r in sorted(rows.values(), key=lambda r: (r.depth, r.id)):
-            bad = None
-            for sid in r.sources:
-                if r.kind == "leaf":
-                    if sid not in messages:
-                        bad = f"source {sid} is not a message of this vault"
-                    elif messages[sid].conv != conv:
-                        bad = f"source {sid} belongs to conversation {messages[sid].conv!r}"
-                else:
-                    child = rows.get(sid)
-                    if child is None:
-                        bad = f"source {sid} is not a summary of this conversation"
-                    elif child.depth >= r.depth:
-                        bad = f"source {sid} has depth {child.depth}, not below this node's depth {r.depth} (a cycle or a wrong depth)"
-                    elif sid not in valid:
-                        bad = f"source {sid} is itself invalid"
-                if bad:
-                    break
-                if sid in claimed:
-                    bad = f"source {sid} is already covered by {claimed[sid]}"
-                    break
-            if bad:
-                problems.append((r.path, "dag", f"{r.path}: field 'sources': {bad}; fix the link or delete the note"))
-                continue
-            valid.add(r.id)
-            for sid in r.sources:
-                claimed[sid] = r.id
-                if r.kind != "leaf":
-                    parent[sid] = r.id
-        first: dict[str, int | None] = {}
-        last: dict[str, int | None] = {}
-        stale: dict[str, int] = {}
-        for r in sorted(rows.values(), key=lambda r: r.depth):
-            if r.id not in valid:
-                continue
-            if r.kind == "leaf":
-                seqs = [messages[s].seq for s in r.sources]
-                digest = sources_hash([messages[s].hash for s in r.sources])
-            else:
-                seqs = [x for s in r.sources for x in (first.get(s), last.get(s)) if x is not None]
-                digest = sources_hash([rows[s].body_hash for s in r.sources])
-            first[r.id] = min(seqs) if seqs else None
-            last[r.id] = max(seqs) if seqs else None
-            stale[r.id] = int(digest != r.sources_hash)
+        nodes = {r.id: Node(r.id, r.path, r.kind, r.depth, tuple(s.link or s.id or "" for s in r.links),
+                            r.human_owned, r.body_hash, r.sources_hash, exact_body_hash(r.body)) for r in rows.values()}
+        blocks = [b for r in rows.values() if r.kind == "leaf" for b in (_block(s) for s in r.links) if b]
+        messages = self.catalog.rows_by_ids(blocks)
+        resolve = _Resolver(self, conv, rows, messages)
+        derived = derive(conv, nodes, resolve, {i: Msg(m.conv, m.seq, m.hash) for i, m in messages.items()},
+                         lambda a, b: int(self.catalog.execute(
+                             "SELECT COUNT(*) FROM messages WHERE conv=? AND lane=0 AND seq BETWEEN ? AND ?",
+                             (conv, a, b))[0][0]))
+        problems = list(derived.problems)
+        gaps: set[str] = set()  # what the gap links name: a note written under that name fills the gap
+        for nid, resolved in derived.links.items():
+            n = nodes[nid]
+            outdated = [r for r in resolved if r.id is not None and not r.ok]
+            if outdated:
+                more = f", and {len(outdated) - 1} more" if len(outdated) > 1 else ""
+                problems.append((n.path, "outdated_link", f"{n.path}: {outdated[0].link} in 'sources' no longer "
+                                 f"resolves in Obsidian ({outdated[0].why}{more}); the next compaction or "
+                                 "`doctor --fix` rewrites the link"))
+            if nid in derived.valid:
+                gaps.update(_stem(r.link) for r, st in zip(resolved, derived.states[nid]) if st == GAP)
+        dup = self.catalog.execute("SELECT summary_id, GROUP_CONCAT(path, ' and ') FROM note_files WHERE conv=? AND "
+                                   "summary_id IS NOT NULL GROUP BY summary_id HAVING COUNT(*) > 1", (conv,))
+        for sid, paths in dup:
+            problems.append((rows[sid].path if sid in rows else "", "duplicate_note",
+                             f"{paths} both hold summary {sid} (a copy of a note keeps its id); delete one of them"))
         with self.catalog.transaction() as db:
             _bump(db, conv)
             db.execute("DELETE FROM coverage WHERE conv=?", (conv,))
             db.execute("UPDATE messages SET covered=NULL WHERE conv=? AND covered IS NOT NULL", (conv,))
-            db.execute("DELETE FROM problems WHERE conv=? AND kind='dag'", (conv,))
-            db.executemany("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)", [(p, conv, k, d) for p, k, d in problems])
-            cover = [(mid, conv, leaf) for mid, leaf in claimed.items() if rows[leaf].kind == "leaf"]
+            db.execute(f"DELETE FROM problems WHERE conv=? AND kind IN ({','.join('?' * len(DAG_KINDS))})",
+                       (conv, *DAG_KINDS))
+            db.executemany("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)",
+                           [(p, conv, k, d) for p, k, d in problems])
+            cover = [(mid, conv, leaf) for mid, leaf in derived.coverage.items()]
             db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)", cover)
             db.executemany("UPDATE messages SET covered=? WHERE id=?", [(leaf, mid) for mid, _, leaf in cover])
-            for r in rows.values():
-                if r.id in valid:
+            for nid in rows:
+                pairs = json.dumps([[x.link, x.id, int(x.ok), st] for x, st in zip(derived.links[nid], derived.states[nid])])
+                if nid in derived.valid:
                     db.execute(
-                        "UPDATE summaries SET parent=?, first_seq=?, last_seq=?, stale=? WHERE id=?",
-                        (parent.get(r.id), first[r.id], last[r.id], stale[r.id], r.id),
+                        "UPDATE summaries SET parent=?, first_seq=?, last_seq=?, stale=?, sources=? WHERE id=?",
+                        (derived.parent.get(nid), derived.first[nid], derived.last[nid], derived.stale[nid], pairs, nid),
                     )
                 else:
-                    # An invalid node takes no part in the DAG; its sources go back to the active context.
-                    db.execute("UPDATE summaries SET parent='!invalid', first_seq=NULL, last_seq=NULL WHERE id=?", (r.id,))
+                    # Set aside: no part in the DAG; its sources go back to the active context.
+                    db.execute("UPDATE summaries SET parent='!invalid', first_seq=NULL, last_seq=NULL, stale=0, "
+                               "sources=? WHERE id=?", (pairs, nid))
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"gaps:{conv}", json.dumps(sorted(gaps))))
 
     # -- queries -----------------------------------------------------------------
 
@@ -413,6 +606,24 @@ class Dag:
             return []
         by_id = {r.id: r for r in self._rows(f"id IN ({','.join('?' * len(row.sources))})", tuple(row.sources))}
         return [by_id[s] for s in row.sources if s in by_id]
+
+    def sources_of(self, row: SummaryRow) -> list[SummaryRow]:
+        """The child summaries of a condensed node, in its order (one query; read-only)."""
+        if row.kind == "leaf" or not row.sources:
+            return []
+        ids = row.sources
+        by_id = {r.id: r for r in self._rows(f"id IN ({','.join('?' * len(ids))})", tuple(ids))}
+        return [by_id[s] for s in ids if s in by_id]
+
+    def messages_under(self, summary_id: str) -> tuple[list[str], int]:
+        """Ids of the messages below a summary, in conversation order, and their catalog tokens (read-only)."""
+        rows = self.catalog.execute(
+            "WITH RECURSIVE sub(id) AS (SELECT ? UNION ALL SELECT s.id FROM summaries s JOIN sub ON s.parent = sub.id) "
+            "SELECT m.id, m.tokens FROM coverage c JOIN messages m ON m.id = c.msg_id "
+            "WHERE c.summary_id IN (SELECT id FROM sub) ORDER BY m.seq",
+            (summary_id,),
+        )
+        return [r[0] for r in rows], sum(int(r[1]) for r in rows)
 
     def problems(self, conv: str | None = None) -> list[DagProblem]:
         sql = "SELECT path, kind, detail FROM problems" + (" WHERE conv=?" if conv else "") + " ORDER BY path"

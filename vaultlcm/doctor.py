@@ -17,7 +17,9 @@ Findings come in three severities:
 a commit. ``--fix`` rebuilds the derived state, re-summarizes fallbacks and stale
 nodes nobody owns, cuts torn tails, adds a missing final newline, removes crash
 leftovers no acknowledged message refers to, regenerates derived notes holding
-conflict markers, and catches the index up. It never touches a person's edits or
+conflict markers, keeps one side of a summary two machines wrote for the same
+sources when no person wrote either, relinks links a move outside Obsidian left
+behind, removes notes a merge set aside, and catches the index up. It never touches a person's edits or
 a log entry; what it leaves is reported, each finding marked when ``--fix``
 repairs it.
 """
@@ -33,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .fsutil import TEMP_PREFIX, read_file, truncate
+from .fsutil import TEMP_PREFIX, atomic_write, read_file, truncate
+from .bases import INDEX_NOTE, INDEX_TAG
+from .upkeep import resolve_note_conflict
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -46,7 +50,9 @@ if TYPE_CHECKING:
 _FILE_NAME = re.compile(r"^file_([0-9a-f]{16})\.[A-Za-z0-9]+$")
 _CONFLICT = re.compile(r"^(<{7}|={7}|>{7})( |$)", re.MULTILINE)
 #: Catalog problem kinds, by severity (anything else recorded there is a problem).
-_WARNINGS = {"log_edit", "no_final_newline", "pending_batch"}
+_WARNINGS = {"log_edit", "no_final_newline", "pending_batch", "superseded", "emptied", "outdated_link"}
+#: Catalog kinds ``--fix`` repairs.
+_FIXABLE = {"log_edit", "no_final_newline", "superseded", "emptied", "outdated_link"}
 _NOTES = {"merge", "log_text"}
 _LABELS = {"invalid": "invalid_note", "dag": "broken_link", "unsafe_note": "unsafe_entry"}
 
@@ -97,7 +103,7 @@ class Doctor:
         *,
         conversations: Callable[[], list[str]],
         resync: Callable[[str], None],
-        render_home: Callable[[str], str],
+        refresh_views: Callable[[], list[str]],
     ) -> None:
         self.layout = layout
         self.catalog = catalog
@@ -107,7 +113,7 @@ class Doctor:
         self.compactor = compactor
         self.conversations = conversations
         self.resync = resync
-        self.render_home = render_home
+        self.refresh_views = refresh_views
 
     # -- examining ---------------------------------------------------------------
 
@@ -120,9 +126,9 @@ class Doctor:
             label = _LABELS.get(kind, kind)
             if "cycle" in detail or "not below" in detail:
                 label = "cycle"
-            elif "already covered by" in detail:
+            elif kind == "dag" and "already covered by" in detail:
                 label = "claimed_twice"
-            finding = Finding(label, detail, path or None, fixable=kind in ("log_edit", "no_final_newline"))
+            finding = Finding(label, detail, path or None, fixable=kind in _FIXABLE)
             (report.warnings if kind in _WARNINGS else report.notes if kind in _NOTES else report.problems).append(finding)
         for msg_id, rel, _ in self.catalog.duplicates():
             report.problems.append(Finding("duplicate_id", f"{rel}: message id {msg_id} appears more than once", rel))
@@ -132,6 +138,12 @@ class Doctor:
         for conv in self.conversations():
             self._summaries(conv, report)
             self._payloads(conv, report)
+            home = self.layout.home_note(conv)
+            if not home.exists() and self.layout.logs_dir(conv).is_dir():
+                rel = self.layout.relative(home)
+                report.notes.append(Finding(
+                    "home_missing", f"{rel}: the home note is missing (it is derived and kept out of git, so a fresh "
+                    "clone has none); `doctor --fix` or the next ingest or compaction writes it", rel, True))
             for (n,) in self.catalog.execute("SELECT COUNT(*) FROM failures WHERE conv=?", (conv,)):
                 if n:
                     report.warnings.append(Finding(
@@ -161,8 +173,10 @@ class Doctor:
                     f"{r.path}: summary {r.id} is stale (its sources changed) but a person edited it, so it is kept; "
                     f"update it by hand or run `vaultlcm resummarize {r.id} --force`", r.path))
             elif r.stale:
+                why = (f"a source was deleted ({', '.join(r.gaps)}); what it covered is back in the active context "
+                       "and is summarized again under this node" if r.gaps else "its sources changed")
                 report.warnings.append(Finding(
-                    "stale", f"{r.path}: summary {r.id} waits for the next compaction (its sources changed)", r.path, True))
+                    "stale", f"{r.path}: summary {r.id} waits for the next compaction ({why})", r.path, True))
             elif r.human_owned:
                 report.notes.append(Finding("human_owned", f"{r.path}: summary {r.id} was corrected by a person "
                                             "(kept as written)", r.path))
@@ -191,11 +205,11 @@ class Doctor:
                     report.warnings.append(Finding(
                         "orphan_file", f"{rel}: no message refers to this payload (left by an interrupted write); "
                         "`doctor --fix` removes it", rel, True))
-        for name, log in sorted(referenced.items()):
+        for name, user in sorted(referenced.items()):
             if name not in present:
                 report.problems.append(Finding(
-                    "missing_payload", f"{log}: refers to {name}, which is missing from files/; restore it from git",
-                    log))
+                    "missing_payload", f"{user}: refers to {name}, which is missing from files/; restore it from git",
+                    user))
 
     def _unsafe_entries(self, report: DoctorReport) -> None:
         """Symlinks and special files anywhere under conversations/ (never followed, never read)."""
@@ -227,21 +241,46 @@ class Doctor:
         (a conflict changes either). That keeps doctor's cost off the history.
         """
         candidates: set[str] = {self.layout.relative(self.layout.home_note(c)) for c in self.conversations()}
+        candidates.add(INDEX_NOTE)
         candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='invalid'")}
         candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM summaries WHERE gen_hash<>body_hash")}
+        for rel, path, text in self._conflicted(candidates):
+            home = self._is_home(path)
+            engine_only = not home and resolve_note_conflict(text) is not None
+            hint = ("it is derived: `doctor --fix` regenerates it" if home else
+                    "no person wrote either side (two machines summarized the same sources): `doctor --fix` keeps "
+                    "one" if engine_only else "resolve the conflict by hand (pick one version of the note)")
+            report.problems.append(Finding("conflict_markers", f"{rel}: holds git conflict markers; {hint}", rel,
+                                           home or engine_only))
+
+    def _conflicted(self, candidates: set[str]) -> list[tuple[str, Path, str]]:
+        out = []
         for rel in sorted(candidates):
             path = self.layout.root / rel
             if path.is_symlink() or not path.is_file():
                 continue
             text = read_file(path).decode("utf-8", errors="replace")
-            if not _CONFLICT.search(text):
-                continue
-            home = self._is_home(path)
-            hint = ("it is derived: `doctor --fix` regenerates it" if home else
-                    "resolve the conflict by hand (pick one version of the note)")
-            report.problems.append(Finding("conflict_markers", f"{rel}: holds git conflict markers; {hint}", rel, home))
+            if _CONFLICT.search(text):
+                out.append((rel, path, text))
+        return out
+
+    def _resolve_conflicts(self) -> list[str]:
+        """Keep one side of each summary note two machines wrote for the same sources (see upkeep)."""
+        done = []
+        for conv in self.conversations():
+            self.resync(conv)  # a merge may have happened since the catalog last looked
+        candidates = {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='invalid'")}
+        candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM summaries WHERE gen_hash<>body_hash")}
+        for rel, path, text in self._conflicted(candidates):
+            kept = None if self._is_home(path) else resolve_note_conflict(text)
+            if kept is not None and atomic_write(self.layout.inside(path), kept.encode("utf-8")):
+                done.append(f"resolved the git conflict in {rel} (kept one of two summaries the engine wrote)")
+        return done
 
     def _is_home(self, path: Path) -> bool:
+        """A derived note: a conversation's home note, or the vault's index note (when vaultlcm wrote it)."""
+        if path == self.layout.root / INDEX_NOTE:
+            return INDEX_TAG in read_file(path).decode("utf-8", errors="replace")
         return path.parent.parent == self.layout.conversations_dir and path.stem == path.parent.name
 
     def _temp_files(self) -> list[Path]:
@@ -296,20 +335,20 @@ class Doctor:
             if finding.kind == "orphan_file" and finding.path:
                 (layout.root / finding.path).unlink(missing_ok=True)
                 done.append(f"removed {finding.path} (no message refers to it)")
+        done += self._resolve_conflicts()
         # derived state from scratch
         self.catalog.reset()
         for conv in self.conversations():
             self.resync(conv)
         done.append("rebuilt the catalog from the files")
+        from .upkeep import tidy
+
         for conv in self.conversations():
+            done += tidy(self.dag, conv)
             done += self._resummarize(conv)
             self.catalog.execute("DELETE FROM problems WHERE conv=? AND kind='log_edit'", (conv,))
             self.catalog.execute("DELETE FROM failures WHERE conv=?", (conv,))
-            from .fsutil import atomic_write
-
-            home = layout.inside(layout.home_note(conv))
-            if atomic_write(home, self.render_home(conv).encode("utf-8")) and home.exists():
-                done.append(f"regenerated {layout.relative(home)}")
+        done += [f"regenerated {rel}" for rel in self.refresh_views()]  # home notes and the index note
         index = self.indexer.ready()
         drift = self.indexer.drift()
         if drift["missing"] or drift["extra"]:

@@ -11,8 +11,9 @@ Lifecycle::
     engine.dispose()
 
 The engine is thread-safe. Compaction scheduled by :meth:`after_turn` runs on
-one background thread per engine; :meth:`assemble` waits for it only when the
-context is over the budget (the hard threshold).
+one background thread per engine. :meth:`assemble` is the vault's pure read, except
+at the hard threshold: when even the coarsest cut (root summaries and uncovered
+messages) is over the budget, it first runs compaction and waits for it.
 """
 
 from __future__ import annotations
@@ -186,19 +187,33 @@ class Engine:
         """Block until scheduled background compaction has finished; False on timeout."""
         return self._idle.wait(timeout)
 
-    def compact(self, *, force: bool = False, token_budget: int | None = None) -> CompactionReport:
-        """Compact now: until under the soft threshold, or everything eligible with ``force``."""
+    def compact(self, *, force: bool = False, token_budget: int | None = None, hard: bool = False) -> CompactionReport:
+        """Compact now: until under the soft threshold, or everything eligible with ``force``.
+
+        ``hard`` is for a caller that cannot go on until the context fits: a failing
+        provider is replaced by the offline fallback instead of waiting.
+        """
         budget = self.effective_budget(token_budget)
         target = int(budget * self.settings.context_threshold)
-        [report] = self.vault.compact(self.conversation, force=force, target_tokens=target)
+        [report] = self.vault.compact(self.conversation, force=force, target_tokens=target, hard=hard)
         self.last_report = report
         if report.error:
             self.last_error = report.error
         return report
 
     def assemble(self, token_budget: int | None = None, *, format: str = "anthropic") -> AssembledContext:
-        """The context for the next model call, never above the budget."""
-        return self.vault.assemble(self.conversation, self.effective_budget(token_budget), format=format)
+        """The context for the next model call, never above the budget.
+
+        At the hard threshold (the coarsest cut is over the budget, so part of history
+        would be left out) compaction runs first and this waits for it; the context
+        itself is always the vault's pure :meth:`Vault.assemble`.
+        """
+        budget = self.effective_budget(token_budget)
+        if self.vault.layout.conversation_dir(self.conversation).is_dir():
+            self.vault.sync(self.conversation)
+            if self.active_tokens() > budget:
+                self.compact(token_budget=budget, hard=True)
+        return self.vault.assemble(self.conversation, budget, format=format)
 
     # -- memory tools ----------------------------------------------------------------
 

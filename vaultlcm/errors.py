@@ -121,6 +121,10 @@ class StorageError(VaultLCMError):
         return cls(f"cannot {doing} {path}: {why}")
 
 
+class GitError(VaultLCMError):
+    """An auto-commit could not be made: git missing, no repository, or git refused the commit."""
+
+
 class IndexError_(VaultLCMError):
     """The full-text index failed; it can always be rebuilt with ``vaultlcm reindex``."""
 
@@ -131,3 +135,18 @@ class ValidationProblem(VaultLCMError):
 
 class IntegrationError(VaultLCMError):
     """An agent's own configuration (Claude Code's settings) cannot be read or merged; names the file."""
+
+
+class BudgetTooSmallError(VaultLCMError):
+    """The token budget cannot hold even the newest user message (or newest exchange) of a conversation."""
+
+    def __init__(self, conversation: str, budget: int, message_id: str, needed: int, user_message: bool = True) -> None:
+        self.conversation = conversation
+        self.budget = budget
+        self.message_id = message_id
+        self.needed = needed
+        what = "newest user message" if user_message else "newest message and the tool calls it answers"
+        super().__init__(
+            f"a budget of {budget:,} tokens cannot hold the {what} of conversation {conversation!r} "
+            f"({message_id}), which alone needs {needed:,} tokens; give a budget of at least {needed:,} tokens"
+        )

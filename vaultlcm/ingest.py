@@ -38,6 +38,8 @@ class IngestReport:
     skipped_lines: list[tuple[int, str]] = field(default_factory=list)
     #: Secrets replaced by ``[redacted: kind]`` in the messages this call stored, by kind.
     redacted: dict[str, int] = field(default_factory=dict)
+    #: What the git auto-commit did (``git_auto_commit`` / ``--git-commit``), when asked for.
+    commit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class IngestReport:
             "already_stored": self.already_stored,
             "skipped_lines": [{"line": line, "reason": reason} for line, reason in self.skipped_lines],
             "redacted": self.redacted,
+            **({"commit": self.commit} if self.commit is not None else {}),
         }
 
     def describe(self) -> str:

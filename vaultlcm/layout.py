@@ -16,14 +16,15 @@ vault/
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import NotAVaultError, OutsideVaultError, StorageError
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_file
 from .names import validate_conversation_name
 
 SETTINGS_FILE = "vaultlcm.toml"
@@ -210,35 +211,100 @@ def choose_state_dir(root: Path, environ: "Mapping[str, str]") -> tuple[Path | N
     return base / hashlib.sha256(str(root).encode()).hexdigest()[:16], reason
 
 
-def init_vault(root: Path, settings_text: str) -> list[str]:
-    """Create the vault files that are missing; returns the vault-relative paths written.
+CSS_SNIPPET = "vaultlcm"
+CSS_HINT = ("To colour the log callouts in Obsidian, turn the snippet on: Settings → Appearance → CSS snippets → "
+            f"{CSS_SNIPPET} (init leaves your Obsidian settings alone)")
 
-    Safe to run twice: existing files (a person's settings above all) are kept.
+
+@dataclass
+class InitReport:
+    """What ``init`` did: files written, lines added to a person's git files, and the CSS snippet's state."""
+
+    written: list[str] = field(default_factory=list)
+    #: Existing ``.gitignore`` / ``.gitattributes`` -> the lines init added (only what was missing).
+    added_lines: dict[str, list[str]] = field(default_factory=dict)
+    #: Whether Obsidian will use the log callout styles (False: a person has to turn the snippet on).
+    css_enabled: bool = True
+
+    @property
+    def changed(self) -> list[str]:
+        return [*self.written, *self.added_lines]
+
+    def describe(self) -> list[str]:
+        """Lines for people, after the one saying where the vault is."""
+        lines = [f"added to {name}: {', '.join(added)}" for name, added in self.added_lines.items()]
+        if not self.css_enabled:
+            lines.append(CSS_HINT)
+        return lines
+
+
+def _same_rule(line: str) -> str:
+    """A git file line as compared when merging: ``/.vaultlcm/`` and ``.vaultlcm`` say the same thing here."""
+    return " ".join(line.strip().strip("/").split())
+
+
+def merge_lines(path: Path, template: str, *, header: str = "# added by vaultlcm init") -> list[str]:
+    """Add the rules of ``template`` that ``path`` lacks (after a marker comment); returns the lines added.
+
+    Idempotent, and a person's lines are never changed or reordered: ours go at
+    the end, where in ``.gitattributes`` they also win over an earlier line for
+    the same pattern.
+    """
+    raw = read_file(path)
+    text = raw.decode("utf-8", errors="surrogateescape")
+    have = {_same_rule(line) for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")}
+    missing = [line for line in template.splitlines()
+               if line.strip() and not line.startswith("#") and _same_rule(line) not in have]
+    if not missing:
+        return []
+    eol = "\r\n" if "\r\n" in text else "\n"
+    block = eol.join([header, *missing]) + eol
+    sep = "" if not text or text.endswith("\n") else eol
+    if text and not text.endswith("\n\n") and not (eol == "\r\n" and text.endswith("\r\n\r\n")):
+        sep += eol
+    atomic_write(path, (text + sep + block).encode("utf-8", errors="surrogateescape"))
+    return missing
+
+
+def init_vault(root: Path, settings_text: str) -> InitReport:
+    """Create the vault files that are missing, merge vaultlcm's rules into existing git files.
+
+    Safe to run twice: existing files (a person's settings above all) are kept;
+    a ``.gitignore`` or ``.gitattributes`` a person already has only gains the
+    lines vaultlcm needs that it lacks.
     """
     root.mkdir(parents=True, exist_ok=True)
     layout = VaultLayout(root)
-    written: list[str] = []
-    for path, text in (
-        (layout.settings_path, settings_text),
-        (root / ".gitignore", GITIGNORE),
-        (root / ".gitattributes", GITATTRIBUTES),
-    ):
+    report = InitReport()
+    if not layout.settings_path.exists():
+        atomic_write(layout.settings_path, settings_text.encode("utf-8"))
+        report.written.append(SETTINGS_FILE)
+    for name, template in ((".gitignore", GITIGNORE), (".gitattributes", GITATTRIBUTES)):
+        path = layout.inside(root / name)
         if not path.exists():
-            atomic_write(path, text.encode("utf-8"))
-            written.append(layout.relative(path))
+            atomic_write(path, template.encode("utf-8"))
+            report.written.append(name)
+        elif added := merge_lines(path, template):
+            report.added_lines[name] = added
     # Obsidian styling for the log callouts; appearance.json only when Obsidian has none yet,
     # so a person's own settings are never touched.
     from importlib import resources
 
     css = resources.files("vaultlcm.data").joinpath("vaultlcm.css").read_bytes()
-    snippet = root / ".obsidian" / "snippets" / "vaultlcm.css"
+    snippet = root / ".obsidian" / "snippets" / f"{CSS_SNIPPET}.css"
     if not snippet.exists():
         atomic_write(snippet, css)
-        written.append(layout.relative(snippet))
+        report.written.append(layout.relative(snippet))
     appearance = root / ".obsidian" / "appearance.json"
     if not appearance.exists():
         atomic_write(appearance, b'{\n  "enabledCssSnippets": [\n    "vaultlcm"\n  ]\n}\n')
-        written.append(layout.relative(appearance))
+        report.written.append(layout.relative(appearance))
+    else:
+        try:
+            enabled = json.loads(read_file(appearance)).get("enabledCssSnippets") or []
+        except (OSError, ValueError, AttributeError):
+            enabled = []
+        report.css_enabled = CSS_SNIPPET in enabled
     layout.conversations_dir.mkdir(exist_ok=True)
     layout.state_dir.mkdir(exist_ok=True)
-    return written
+    return report

@@ -63,7 +63,7 @@ def build_sample_vault(root: Path, *, budget: int = 16_000) -> DemoReport:
         ids = vault.ingest_bytes(SAMPLE_CONVERSATION, sample_transcript(), format="native",
                                  source="sample_transcript.jsonl").ids
         vault.compact(SAMPLE_CONVERSATION, force=True)
-        ctx = vault.assemble(SAMPLE_CONVERSATION, budget, compact=False)
+        ctx = vault.assemble(SAMPLE_CONVERSATION, budget)
         depths = Counter(s.depth for s in vault.dag.all(SAMPLE_CONVERSATION))
         files_dir = vault.layout.files_dir(SAMPLE_CONVERSATION)
         return DemoReport(

@@ -123,6 +123,12 @@ class Settings(BaseModel):
         for kind, pattern in value.items():
             check_pattern(kind, pattern)
         return value
+    # -- git -----------------------------------------------------------------------
+    git_auto_commit: bool = Field(
+        False,
+        description="Commit to git after a transcript ingest and after compaction (only the files they wrote; "
+        "nothing when the vault is not in a git repository). `--git-commit` does it for one command.",
+    )
 
     @classmethod
     def field_names(cls) -> list[str]:

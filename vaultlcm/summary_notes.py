@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,7 +47,10 @@ from .errors import ValidationProblem
 from .logcodec import json_text
 
 SUMMARY_ID_RE = re.compile(r"^sum_[0-9a-f]{16}$")
-_LINK_RE = re.compile(r"^\[\[([^\]|#]+?)(?:#\^([A-Za-z0-9-]+))?(?:\|[^\]]*)?\]\]$")
+#: A whole wikilink as Obsidian writes one: ``[[path#heading|alias]]``, ``[[path#^block]]``.
+_LINK_RE = re.compile(r"^\[\[([^\[\]|#]*)(#[^\[\]|]*)?(?:\|([^\[\]]*))?\]\]$")
+#: Any wikilink (or embed) inside text: group 1 is the path part, group 2 the rest.
+_TEXT_LINK_RE = re.compile(r"\[\[([^\[\]|#]*)([^\[\]]*)\]\]")
 _YAML_UNSAFE = re.compile(r"[\x7f-\x9f]")
 FIELD_ORDER = (
     "id", "kind", "depth", "conversation", "earliest_at", "latest_at", "descendant_count",
@@ -96,7 +100,8 @@ class SummaryFrontmatter(BaseModel):
                     f"item {i} is an unquoted wikilink (YAML read [[...]] as a nested list); "
                     'write it in double quotes: - "[[...]]"'
                 )
-            if not isinstance(item, str) or not _LINK_RE.match(item):
+            parsed = parse_wikilink(item) if isinstance(item, str) else None
+            if parsed is None or not parsed.path:
                 raise ValueError(f"item {i} ({item!r}) is not a wikilink like \"[[sum_...]]\"")
         return v
 
@@ -104,13 +109,64 @@ class SummaryFrontmatter(BaseModel):
         return [link_target_id(s) for s in self.sources]
 
 
-def link_target_id(link: str) -> str:
-    """The id a source wikilink points at: the block id for messages, the note name for summaries."""
+@dataclass(frozen=True)
+class WikiLink:
+    """The parts of one wikilink: ``[[path#subpath|alias]]``.
+
+    ``path`` is what Obsidian resolves to a file (a name, or a path, with or
+    without ``.md``; empty for a link inside the same note); ``subpath`` is
+    ``#Heading`` or ``#^block`` (with its ``#``) or empty.
+    """
+
+    path: str
+    subpath: str = ""
+    alias: str | None = None
+
+    @property
+    def block(self) -> str | None:
+        """The block id a ``#^block`` subpath names (a message id in a log)."""
+        return self.subpath[2:] if self.subpath.startswith("#^") else None
+
+    @property
+    def stem(self) -> str:
+        """The file name the path names, without folders or ``.md``."""
+        name = self.path.rstrip("/").rsplit("/", 1)[-1]
+        return name[:-3] if name.lower().endswith(".md") else name
+
+    def with_path(self, path: str) -> str:
+        """The same link pointing at ``path`` (subpath and alias kept as written)."""
+        alias = f"|{self.alias}" if self.alias is not None else ""
+        return f"[[{path}{self.subpath}{alias}]]"
+
+
+def parse_wikilink(link: str) -> WikiLink | None:
+    """``[[path#subpath|alias]]`` split into its parts; None when ``link`` is not one whole wikilink."""
     m = _LINK_RE.match(link)
-    if not m:
+    if not m or not (m.group(1) or m.group(2)):
+        return None
+    return WikiLink(m.group(1), m.group(2) or "", m.group(3))
+
+
+def link_target_id(link: str) -> str:
+    """The id a source link names on its face: the block id for a message, the file name for a summary.
+
+    This is a first guess that needs no other file; :mod:`vaultlcm.dag` resolves
+    each link as Obsidian does (a note may have been renamed) before trusting it.
+    """
+    parsed = parse_wikilink(link)
+    if parsed is None:
         raise ValueError(f"not a wikilink: {link!r}")
-    path, block = m.group(1), m.group(2)
-    return block if block else path.rsplit("/", 1)[-1]
+    return parsed.block or parsed.stem
+
+
+def text_links(text: str) -> list[tuple[int, int, WikiLink]]:
+    """Every wikilink (or embed) in ``text``: ``(start, end, link)`` of the ``[[…]]`` span."""
+    out = []
+    for m in _TEXT_LINK_RE.finditer(text):
+        parsed = parse_wikilink(m.group(0))
+        if parsed is not None:
+            out.append((m.start(), m.end(), parsed))
+    return out
 
 
 def message_link(log_rel_path: str, message_id: str) -> str:
@@ -131,6 +187,18 @@ def make_summary_id(conversation: str, depth: int, source_ids: list[str]) -> str
 
 
 def body_hash(body: str) -> str:
+    """sha256 of a body with the path of every wikilink left out.
+
+    Obsidian rewrites links in every note when a person renames or moves one;
+    that is not an edit of the summary, so it must not make the note (or the
+    notes above it) look edited or stale. Subpaths and aliases count.
+    """
+    blanked = _TEXT_LINK_RE.sub(lambda m: "[[" + m.group(2) + "]]", body)
+    return hashlib.sha256(blanked.encode("utf-8")).hexdigest()
+
+
+def exact_body_hash(body: str) -> str:
+    """sha256 of the body byte for byte (what ``body_sha256`` held before links were left out)."""
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 

@@ -16,21 +16,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import formats
-from .assembly import SYSTEM_ADDITION, AssembledContext, assemble_units, build_units
+from . import formats, gitsync
+from .assembly import AssembledContext, Assembler
 from .catalog import Catalog
 from .compaction import CompactionReport, Compactor
 from .dag import Dag
 from .indexing import IndexKeeper, parse_when
-from .errors import InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
+from .errors import GitError, InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
 from .formats import Incoming
-from .fsutil import atomic_write, read_file
+from .fsutil import read_file
 from .ingest import IngestReport, incoming_from_api, incoming_from_document, redact_incoming
-from .layout import VaultLayout, choose_state_dir, init_vault
+from .layout import InitReport, VaultLayout, choose_state_dir, init_vault
 from .messages import Message
 from .msglog import MessageLog
 from .names import validate_conversation_name
 from .settings import Settings, default_toml, load_settings
+from .upkeep import tidy
 
 if TYPE_CHECKING:
     from .recall import ContextView
@@ -79,10 +80,12 @@ class Vault:
         self.indexer = IndexKeeper(self.layout, self.settings, self.catalog, self.log, self.dag,
                                    conversations=self.conversations, sync=self.sync, redact=self._redact_text)
         self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
+        self.assembler = Assembler(self.log, self.dag, self.settings)
         self._lock = threading.RLock()
         self._closed = False
         self._fully_synced: set[str] = set()
         self.created_files: list[str] = []
+        self.init_report: InitReport | None = None
         self._redactor: Any = False  # built on first use (compiles the secret rules)
 
     def _redact_text(self, text: str) -> str:
@@ -109,11 +112,13 @@ class Vault:
     def init(cls, root: str | os.PathLike[str], **kwargs: Any) -> "Vault":
         """Create a vault at ``root`` (safe to repeat) and open it.
 
-        ``created_files`` on the result lists what this call wrote (empty the second time).
+        ``created_files`` on the result lists what this call wrote or added lines to (empty
+        the second time); ``init_report`` says what it did in detail.
         """
-        written = init_vault(Path(root), default_toml())
+        report = init_vault(Path(root), default_toml())
         vault = cls(root, **kwargs)
-        vault.created_files = written
+        vault.created_files = report.changed
+        vault.init_report = report
         return vault
 
     def close(self) -> None:
@@ -152,7 +157,7 @@ class Vault:
     def ingest_bytes(
         self, conversation: str, data: bytes, *, format: str = "auto", source: str = "<input>",
         skip_bad_lines: bool = False, keep_bad_timestamps: bool = False, allow_duplicates: bool = False,
-        progress: Progress | None = None, refresh_views: bool = True,
+        progress: Progress | None = None, refresh_views: bool = True, git_commit: bool | None = None,
     ) -> IngestReport:
         """Parse a transcript (JSON Lines, a JSON array, or one object holding ``messages``) and ingest it.
 
@@ -160,24 +165,32 @@ class Vault:
         (``allow_duplicates`` stores every record again). ``progress(done, total)``
         follows the work (for a progress bar). With ``refresh_views`` the home note
         and the vault's index note are brought up to date afterwards (a batch of
-        imports passes False and calls :meth:`refresh_views` once).
+        imports passes False and calls :meth:`refresh_views` once). ``git_commit`` (default: the
+        ``git_auto_commit`` setting) commits the new messages to git afterwards.
         """
         conv = validate_conversation_name(conversation)
         self._require_writable("ingest")
+        if git_commit:
+            gitsync.require_repo(self.root)  # asked for explicitly: say so before anything is written
         fmt, incoming, skipped = incoming_from_document(
             data, source=source, format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps)
         report = self._store(conv, incoming, dedupe=not allow_duplicates, fmt=fmt, refresh=refresh_views,
                              progress=progress)
         report.skipped_lines = skipped
+        if (self.settings.git_auto_commit if git_commit is None else git_commit) and report.new:
+            done = f"ingested {gitsync.plural(report.new, 'message')} into {conv!r}"
+            report.commit = self._commit(conv, [], f"ingest: {conv} +{gitsync.plural(report.new, 'message')}",
+                                         explicit=bool(git_commit), done=done)
         return report
 
     def ingest_file(
         self, conversation: str, path: str | os.PathLike[str], *, format: str = "auto", skip_bad_lines: bool = False,
         keep_bad_timestamps: bool = False, allow_duplicates: bool = False, progress: Progress | None = None,
+        git_commit: bool | None = None,
     ) -> IngestReport:
         """Ingest a transcript file (``-`` reads standard input); see :meth:`ingest_bytes`."""
         options = dict(format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps,
-                       allow_duplicates=allow_duplicates, progress=progress)
+                       allow_duplicates=allow_duplicates, progress=progress, git_commit=git_commit)
         if str(path) == "-":
             return self.ingest_bytes(conversation, sys.stdin.buffer.read(), source="<stdin>", **options)  # type: ignore[arg-type]
         p = Path(path)
@@ -271,16 +284,16 @@ class Vault:
 
         Each is written only if its text changed; returns the vault-relative paths written.
         """
-        from .bases import conversation_stats, write_views
-        from .home import render_home
+        from .bases import INDEX_NOTE, conversation_stats, write_views
+        from .layout import merge_lines
+        from .home import write_home
 
         if self.read_only:
             return []
         written: list[str] = []
         for conv in self.conversations() if conversations is None else conversations:
-            home = self.layout.inside(self.layout.home_note(conv))
-            if atomic_write(home, render_home(self, conv).encode("utf-8")):
-                written.append(self.layout.relative(home))
+            if write_home(self, conv):
+                written.append(self.layout.relative(self.layout.home_note(conv)))
         on_disk = self.conversations()
         stats = conversation_stats(self.catalog, self.layout, on_disk)
         missing = [s.name for s in stats if (not s.messages and s.days) or (
@@ -290,6 +303,10 @@ class Vault:
                 self.sync(conv)
             stats = conversation_stats(self.catalog, self.layout, on_disk)
         written += write_views(self.layout, stats, self.log.home_link)
+        if INDEX_NOTE in written and (self.root / ".gitignore").is_file():
+            # derived like the home notes: kept out of git so two machines never conflict over it
+            merge_lines(self.layout.inside(self.root / ".gitignore"), f"/{INDEX_NOTE}\n",
+                        header="# vaultlcm: the index note is derived (regenerated, never merged)")
         return written
 
     def _after_compaction(self, conv: str, report: CompactionReport) -> None:
@@ -402,29 +419,71 @@ class Vault:
 
     # -- LCM ---------------------------------------------------------------------
 
-    def compact(self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None,
-                progress: Progress | None = None) -> list[CompactionReport]:
+    def compact(
+        self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None,
+        hard: bool = False, progress: Progress | None = None, git_commit: bool | None = None,
+    ) -> list[CompactionReport]:
         """Summarize old messages of one conversation (or all) until under the soft threshold (all, with force).
 
-        ``progress(done, total)`` counts conversations.
+        First, what people did to the notes is taken care of: links that moved notes
+        left behind are rewritten, notes a git merge set aside are removed.
+        ``hard``: the caller waits on it (a blocked model call), so a failing provider is
+        replaced by the offline fallback instead of leaving the messages for later.
+        ``git_commit`` (default: the ``git_auto_commit`` setting) commits what
+        changed, one commit per conversation. ``progress(done, total)`` counts
+        conversations.
         """
         convs = [self.require_conversation(conversation)] if conversation else self.conversations()
+        want = self.settings.git_auto_commit if git_commit is None else git_commit
+        if git_commit:
+            gitsync.require_repo(self.root)
         reports = []
         for n, conv in enumerate(convs):
             if progress is not None:
                 progress(n, len(convs))
             with self._lock:
-                report = self.compactor.compact(conv, force=force, target_tokens=target_tokens)
-                self._after_compaction(conv, report)
+                mark = len(self.dag.journal)
+                # The log first: a leaf's sources are judged against the catalog's messages, which a
+                # new or rebuilt catalog does not hold yet (tidy would take every note for emptied).
+                self.log.sync(conv)
+                tidied = tidy(self.dag, conv) if not self.read_only else []
+                report = self.compactor.compact(conv, force=force, target_tokens=target_tokens, hard=hard)
+                report.tidied = tidied
+                self._derived(lambda: self._on_new_day(conv))
+                if want:
+                    report.commit = self._commit(conv, self.dag.journal[mark:], _compact_message(self, conv, report),
+                                                 explicit=bool(git_commit), done=f"compacted {conv!r}")
             reports.append(report)
         if progress is not None:
             progress(len(convs), len(convs))
         return reports
 
-    def assemble(self, conversation: str, budget: int, *, format: str = "anthropic", compact: bool = True) -> AssembledContext:
-        """The model context for the next turn, never above ``budget`` tokens.
+    def _commit(self, conv: str, notes: list[str], message: str, *, explicit: bool, done: str) -> str | None:
+        """Commit ``notes`` and the conversation's logs, payloads and .gitignore; returns what happened.
 
-        Over the budget (the hard threshold), compaction runs first and this waits for it.
+        A failure raises :class:`GitError` when the commit was asked for explicitly
+        (saying that the operation itself succeeded), and is only reported otherwise;
+        with the setting alone, a vault outside git (or no git) is no failure: None.
+        """
+        if not explicit and gitsync.repo_problem(self.root):
+            return None
+        folder = self.layout.relative(self.layout.conversation_dir(conv))
+        paths = [*notes, f"{folder}/logs", f"{folder}/files", f"{folder}/.gitignore"]
+        try:
+            return gitsync.commit(self.root, paths, message).describe()
+        except GitError as exc:
+            if explicit:
+                raise GitError(f"{done}, but {exc}") from None
+            return f"not committed ({exc})"
+
+    def assemble(self, conversation: str, budget: int, *, format: str = "anthropic") -> AssembledContext:
+        """The model context for the next call, never above ``budget`` tokens: a pure read.
+
+        The context is the finest cut through the summary DAG that fits (see
+        :mod:`vaultlcm.assembly`). Nothing is written and nothing is summarized here,
+        whatever the budget: compaction (``compact``, the engine) writes summaries.
+        Raises :class:`~vaultlcm.errors.BudgetTooSmallError` when the budget cannot hold
+        the newest user message.
         """
         if format not in ("anthropic", "openai"):
             raise UsageError(f"cannot assemble as {format!r}; choose anthropic or openai")
@@ -433,39 +492,27 @@ class Vault:
         conv = self.require_conversation(conversation)
         with self._lock:
             self.sync(conv)
-            ctx = self._assemble_once(conv, budget, format)
-            attempts = 0
-            while compact and not ctx.complete and attempts < 4:
-                attempts += 1
-                # Aim below the budget: rendered summaries cost a little more than their bodies.
-                target = max(1, int(budget * (0.9 ** attempts)) - len(SYSTEM_ADDITION) // 3)
-                report = self.compactor.compact(conv, target_tokens=target, hard=True)
-                self._after_compaction(conv, report)
-                ctx = self._assemble_once(conv, budget, format)
-                if not (report.created or report.refreshed):
-                    break
-            return ctx
-
-    def _assemble_once(self, conv: str, budget: int, fmt: str) -> AssembledContext:
-        items = self.dag.active(conv)
-        rows = [it.message for it in items if it.message is not None]
-        messages = {row.id: msg for row, msg in self.log.read_rows(rows)}
-        units = build_units(items, messages)
-        return assemble_units(units, budget, fresh_tail_count=self.settings.fresh_tail_count, fmt=fmt)
+            return self.assembler.assemble(conv, budget, format)
 
     def status(self) -> dict[str, Any]:
-        """Per conversation: messages, tokens, days, time span, summaries and the active context."""
+        """Per conversation: messages, tokens, days, time span, summaries, and the cut at the configured budget."""
         from .compaction import item_tokens
+        from .errors import BudgetTooSmallError
         from .redaction_tally import RedactionTally
 
         for conv in self.conversations():
             self.sync(conv)
+        budget = self.settings.context_budget_tokens
         convs = []
         tally = RedactionTally(self.layout)
         redacted: Counter[str] = Counter()
         for conv, count, tokens, days, first, last in self.catalog.stats():
             summaries = self.dag.all(conv)
             active = self.dag.active(conv)
+            try:
+                cut: dict[str, Any] = self.assembler.assemble(conv, budget, "anthropic").describe()
+            except BudgetTooSmallError as exc:
+                cut = {"error": str(exc)}
             secrets = tally.counts(conv)
             redacted.update(secrets)
             convs.append({
@@ -473,6 +520,7 @@ class Vault:
                 "last_at": last, "summaries": len(summaries),
                 "max_depth": max((s.depth for s in summaries), default=None),
                 "active_items": len(active), "active_tokens": sum(item_tokens(i) for i in active),
+                "context": {"budget": budget, **cut},
                 "redacted": secrets,
             })
         tally.save()
@@ -560,14 +608,13 @@ class Vault:
         ``clean`` is true when there are no problems (warnings are routine work).
         """
         from .doctor import Doctor
-        from .home import render_home
 
         def resync(conv: str) -> None:
             self._fully_synced.discard(conv)  # a person may have edited any note since
             self.sync(conv)
 
         doctor = Doctor(self.layout, self.catalog, self.dag, self.log, self.indexer, self.compactor,
-                        conversations=self.conversations, resync=resync, render_home=lambda c: render_home(self, c))
+                        conversations=self.conversations, resync=resync, refresh_views=self.refresh_views)
         with self._lock:
             fixed: list[str] = []
             if fix:
@@ -617,3 +664,14 @@ class Vault:
 
         self.indexer.ready()
         return VaultWatcher(self, **kwargs).start()
+
+
+def _compact_message(vault: Vault, conv: str, report: CompactionReport) -> str:
+    """``compact: research 2 leaf, 1 condensed`` (and what was refreshed or tidied)."""
+    kinds = [row.kind for row in (vault.dag.get(i) for i in report.created) if row is not None]
+    parts = [f"{kinds.count('leaf')} leaf", f"{kinds.count('condensed')} condensed"]
+    if report.refreshed:
+        parts.append(f"{len(report.refreshed)} refreshed")
+    if report.tidied:
+        parts.append(f"{len(report.tidied)} tidied")
+    return f"compact: {conv} {', '.join(parts)}"
