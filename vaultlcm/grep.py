@@ -13,13 +13,15 @@ caller knows when to page on with ``offset``, and ``count`` asks for the
 totals alone, by kind and by day.
 
 Every word must match. When fewer than :data:`RELAX_BELOW` raw messages have
-every word of a query of several words, grep does not stop there: after the
-documents with every word come those with *some* of the plain words (the most
-words first, then by relevance; identifiers, numbers and quoted phrases still
-must match), and the result says so (``relaxed``, ``some_words``: how many of
-those follow, and each hit's ``matched`` words). A question's words rarely all
-sit in one message ("database host staging" vs "staging points at
-pg-stage-5"), and a long summary may hold every word by chance. ``total``,
+every word of a query of several words (sorted by relevance), grep does not
+stop there: after the documents with every word come the raw messages with
+*some* of the plain words (the most words first, then by relevance;
+identifiers, numbers and quoted phrases still must match), and the result
+says so (``relaxed``, ``some_words``: how many of those follow, and each hit's
+``matched`` words). A question's words rarely all sit in one message
+("database host staging" vs "staging points at pg-stage-5"). Summaries are
+left out of that second part: a long one holds some of any few words by
+chance, and the messages it restates are searched themselves. ``total``,
 ``by_kind`` and ``count`` always count the documents with every word; paging
 runs on through the relaxed hits. Common queries (many documents with every
 word) never pay for the second search.
@@ -218,16 +220,41 @@ def grep(
     found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
     total, by_kind = _totals(index, pattern, found, offset, limit, where, "all")
     some = 0
-    # Few raw messages have every word (summaries restate messages): the hits with some of them follow.
-    relaxed = (by_kind["message"] if kind != "summary" else total) < RELAX_BELOW and _relaxable(pattern)
+    relaxed = sort == "relevance" and kind != "summary" and by_kind["message"] < RELAX_BELOW and _relaxable(pattern)
     if relaxed:
-        found = index.search(pattern, limit=limit, offset=offset, sort=sort, match="any", **where)
-        some = _totals(index, pattern, found, offset, limit, where, "any")[0] - total
+        found, some = _some_words(index, pattern, found, total, by_kind["message"], offset, limit, where)
         relaxed = some > 0
     hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq,
                 matched=h.matched if relaxed else None) for h in found]
+    if relaxed:
+        every = _labels(pattern)
+        for h in hits[: max(0, total - offset)]:
+            h.matched = every
     _place(vault, hits, view)
     return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind), relaxed=relaxed, some_words=some)
+
+
+def _some_words(index: Any, pattern: str, found: list[Any], total: int, n_all: int, offset: int, limit: int,
+                where: dict[str, Any]) -> tuple[list[Any], int]:
+    """The page with the raw messages that have some of the words after those with all, and their number.
+
+    Only raw messages: a long summary holds some of any few words by chance, and the
+    messages it restates are searched themselves. Under ``match="any"`` the messages
+    with every word rank first (``n_all`` of them), so the others start right after.
+    """
+    only = {**where, "kind": "message"}
+    start = max(0, offset - total)  # how far into the messages with some of the words this page starts
+    room = limit - len(found)
+    more = index.search(pattern, limit=room, offset=n_all + start, sort="relevance", match="any", **only) if room else []
+    if room and start == 0 and len(more) < room:  # all of them are on this page
+        return found + more, len(more)
+    return found + more, index.count_matches(pattern, match="any", **only).total - n_all
+
+
+def _labels(pattern: str) -> tuple[str, ...]:
+    from .index.query import parse_query
+
+    return tuple(p.label for p in parse_query(pattern).parts)
 
 
 def _totals(index: Any, pattern: str, found: list[Any], offset: int, limit: int, where: dict[str, Any],
