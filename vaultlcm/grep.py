@@ -13,15 +13,18 @@ caller knows when to page on with ``offset``, and ``count`` asks for the
 totals alone, by kind and by day.
 
 Every word must match. When fewer than :data:`RELAX_BELOW` raw messages have
-every word of a query of several words (sorted by relevance), grep does not
-stop there: after the documents with every word come the raw messages with
-*some* of the plain words (the most words first, then by relevance;
-identifiers, numbers and quoted phrases still must match), and the result
-says so (``relaxed``, ``some_words``: how many of those follow, and each hit's
-``matched`` words). A question's words rarely all sit in one message
-("database host staging" vs "staging points at pg-stage-5"). Summaries are
-left out of that second part: a long one holds some of any few words by
-chance, and the messages it restates are searched themselves. ``total``,
+every word (sorted by relevance), they all count as equally relevant and come
+newest first (a newer statement supersedes an older one; BM25 alone put a
+short stale line above the longer one that changed it), then the summaries
+with every word. For a query of several words grep does not stop there:
+after them come the raw messages with *some* of the plain words (the most
+words first, then by relevance; identifiers, numbers and quoted phrases still
+must match), and the result says so (``relaxed``, ``some_words``: how many of
+those follow, and each hit's ``matched`` words). A question's words rarely all
+sit in one message ("database host staging" vs "staging points at
+pg-stage-5"). Summaries are left out of that last part: a long one holds some
+of any few words by chance, and the messages it restates are searched
+themselves. ``total``,
 ``by_kind`` and ``count`` always count the documents with every word; paging
 runs on through the relaxed hits. Common queries (many documents with every
 word) never pay for the second search.
@@ -33,6 +36,7 @@ import bisect
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -220,35 +224,64 @@ def grep(
     found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
     total, by_kind = _totals(index, pattern, found, offset, limit, where, "all")
     some = 0
-    relaxed = sort == "relevance" and kind != "summary" and by_kind["message"] < RELAX_BELOW and _relaxable(pattern)
-    if relaxed:
-        found, some = _some_words(index, pattern, found, total, by_kind["message"], offset, limit, where)
-        relaxed = some > 0
+    if sort == "relevance" and kind != "summary" and by_kind["message"] < RELAX_BELOW:
+        found, some = _few(index, pattern, found, total, by_kind, offset, limit, where)
     hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq,
-                matched=h.matched if relaxed else None) for h in found]
-    if relaxed:
+                matched=h.matched if some else None) for h in found]
+    if some:
         every = _labels(pattern)
         for h in hits[: max(0, total - offset)]:
             h.matched = every
     _place(vault, hits, view)
-    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind), relaxed=relaxed, some_words=some)
+    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind), relaxed=some > 0, some_words=some)
 
 
-def _some_words(index: Any, pattern: str, found: list[Any], total: int, n_all: int, offset: int, limit: int,
-                where: dict[str, Any]) -> tuple[list[Any], int]:
-    """The page with the raw messages that have some of the words after those with all, and their number.
+Fetch = Callable[[int, int], list[Any]]
 
-    Only raw messages: a long summary holds some of any few words by chance, and the
-    messages it restates are searched themselves. Under ``match="any"`` the messages
-    with every word rank first (``n_all`` of them), so the others start right after.
+
+def _few(index: Any, pattern: str, found: list[Any], total: int, by_kind: dict[str, int], offset: int, limit: int,
+         where: dict[str, Any]) -> tuple[list[Any], int]:
+    """The page when few raw messages have every word, and how many raw messages have some of them.
+
+    The order: the raw messages with every word, newest first (each states what the
+    question is about, and a newer statement supersedes an older one; BM25 would put
+    a short stale line above a longer one that changed it); then the summaries with
+    every word, by relevance; then, for a query of several words, the raw messages
+    with some of them (most words first, then by relevance). Only raw messages: a
+    long summary holds some of any few words by chance, and the messages it restates
+    are searched themselves.
     """
-    only = {**where, "kind": "message"}
-    start = max(0, offset - total)  # how far into the messages with some of the words this page starts
-    room = limit - len(found)
-    more = index.search(pattern, limit=room, offset=n_all + start, sort="relevance", match="any", **only) if room else []
-    if room and start == 0 and len(more) < room:  # all of them are on this page
-        return found + more, len(more)
-    return found + more, index.count_matches(pattern, match="any", **only).total - n_all
+    n_msg, n_sum = by_kind["message"], by_kind["summary"]
+    complete = offset == 0 and len(found) == total  # every match with all the words is on this page
+    msgs = sorted((h for h in found if h.kind == "message"), key=lambda h: (h.at, h.seq), reverse=True)
+    sums = [h for h in found if h.kind == "summary"]
+
+    def search(**kw: Any) -> Fetch:
+        return lambda start, n: index.search(pattern, limit=n, offset=start, **{**where, **kw})
+
+    segments: list[tuple[int, Fetch]] = [
+        (n_msg, (lambda start, n: msgs[start : start + n]) if complete else search(kind="message", sort="newest")),
+        (n_sum, (lambda start, n: sums[start : start + n]) if complete else search(kind="summary")),
+    ]
+    relaxable = _relaxable(pattern)
+    if relaxable:  # under match="any" the messages with every word rank first: the others start after them
+        anyword = search(kind="message", match="any")
+        segments.append((-1, lambda start, n: anyword(n_msg + start, n)))
+    page: list[Any] = []
+    start = offset
+    for size, fetch in segments:
+        if 0 <= size <= start:
+            start -= size
+            continue
+        want = limit - len(page) if size < 0 else min(limit - len(page), size - start)
+        got = fetch(start, want) if want > 0 else []
+        page += got
+        if size < 0 and start == 0 and len(got) < want:  # the open-ended last part ends on this page
+            return page, len(got)
+        start = 0
+    if not relaxable:
+        return page, 0
+    return page, index.count_matches(pattern, match="any", **{**where, "kind": "message"}).total - n_msg
 
 
 def _labels(pattern: str) -> tuple[str, ...]:

@@ -412,9 +412,54 @@ def _first_match(text: str, pq: ParsedQuery) -> int:
     return 0
 
 
+#: The passage search of a snippet looks at this many candidate places at most (long tool outputs).
+MAX_SNIPPET_CANDIDATES = 256
+
+
+def _best_match(text: str, pq: ParsedQuery, width: int) -> int:
+    """Offset of the match that starts the passage holding the most of the query's clauses.
+
+    A message often names a query word early in passing and states the fact the
+    query is about later ("the retry path ... I bumped the webhook retry limit
+    from 5 attempts to 8 attempts"): the snippet shows where the words meet. The
+    first such passage wins; a one-clause query takes its first match.
+    """
+    if len(pq.parts) < 2:
+        return _first_match(text, pq)
+    rx = _candidates(pq)
+    found: list[tuple[int, int]] = []  # (offset, clause)
+    pos, seen = 0, 0
+    while seen < MAX_SNIPPET_CANDIDATES and (m := rx.search(text, pos)) is not None:
+        seen += 1
+        run_start = max(text.rfind(c, 0, m.start()) for c in " \n\t\r") + 1
+        ws = _SPACES.search(text, m.end())
+        run_end = ws.start() if ws else len(text)
+        for tok, _pos, start, _end in iter_tokens(text[run_start:run_end]):
+            for k, part in enumerate(pq.parts):
+                if tok in part.terms or (part.prefixes and tok.startswith(part.prefixes)):
+                    found.append((run_start + start, k))
+        pos = run_end
+    if not found:
+        return _first_match(text, pq)
+    reach = width - width // 4  # the passage shown after the match it starts from
+    best, best_n = found[0][0], 0
+    inside: dict[int, int] = {}  # clause -> matches in the window found[i] .. found[j - 1]
+    j = 0
+    for at, k in found:  # a window starting at each match, slid along (offsets ascend)
+        while j < len(found) and found[j][0] - at <= reach:
+            inside[found[j][1]] = inside.get(found[j][1], 0) + 1
+            j += 1
+        if len(inside) > best_n:
+            best, best_n = at, len(inside)
+        inside[k] -= 1
+        if not inside[k]:
+            del inside[k]
+    return best
+
+
 def make_snippet(text: str, pq: ParsedQuery, width: int = SNIPPET_CHARS) -> str:
-    """About ``width`` characters of ``text`` around the first match, one line."""
-    hit = _first_match(text, pq)
+    """About ``width`` characters of ``text`` around the passage that best matches, one line."""
+    hit = _best_match(text, pq, width)
     # Start a little before the match, on a word boundary when one is near.
     begin = max(0, hit - width // 4)
     if begin:  # snap to the word boundary nearest to the ideal start
