@@ -116,6 +116,73 @@ def test_newest_statement_first(ops: tuple[Path, list[str]]) -> None:
         assert [h["at"] for h in same] == sorted((h["at"] for h in same), reverse=True)
 
 
+def test_few_matches_come_newest_first_then_summaries(ops: tuple[Path, list[str]]) -> None:
+    """Few raw messages with every word: newest first (a short stale line must not lead), summaries after."""
+    root, ids = ops
+    with Vault(root) as v:
+        r = v.grep("deadline October", conversation="ops")
+        kinds = [h["kind"] for h in r["hits"]]
+        assert kinds == sorted(kinds) and r["total"] == len(r["hits"])  # messages, then summaries; nothing relaxed
+        msgs = [h["id"] for h in r["hits"] if h["kind"] == "message"]
+        assert msgs == [ids[DEADLINE_NEW + 1], ids[DEADLINE_NEW], ids[DEADLINE_OLD + 1], ids[DEADLINE_OLD]]
+        assert "relaxed" not in r and all("matched" not in h for h in r["hits"])
+
+
+def test_some_of_the_words_follow_as_raw_messages(ops: tuple[Path, list[str]]) -> None:
+    """One message has every word: after it and the summaries come the messages with some of them."""
+    root, ids = ops
+    with Vault(root) as v:
+        r = v.grep("deadline moved", conversation="ops", limit=50)
+        hits = r["hits"]
+        assert r["relaxed"] and r["by_kind"]["messages"] == 1 and r["total"] == 1 + r["by_kind"]["summaries"]
+        assert hits[0]["id"] == ids[DEADLINE_NEW] and hits[0]["matched"] == ["deadline", "moved"]
+        rest = hits[r["total"]:]
+        assert r["some_words"] == len(rest) == 3 and r["next_offset"] is None
+        assert {h["id"] for h in rest} == {ids[DEADLINE_OLD], ids[DEADLINE_OLD + 1], ids[DEADLINE_NEW + 1]}
+        assert all(h["kind"] == "message" and h["matched"] == ["deadline"] for h in rest)  # never a summary
+        assert all(h["kind"] == "summary" for h in hits[1 : r["total"]])
+        pages = [h["id"] for o in range(0, len(hits)) for h in v.grep("deadline moved", conversation="ops",
+                                                                        limit=1, offset=o)["hits"]]
+        assert pages == [h["id"] for h in hits]  # paging walks the same list, one hit at a time
+        assert v.grep("deadline moved", conversation="ops", count=True)["total"] == r["total"]  # counts all words
+        assert "relaxed" not in v.grep("deadline moved", conversation="ops", sort="newest")  # time sorts: all words
+        assert "relaxed" not in v.grep("deadline moved", conversation="ops", scope="summaries")
+
+
+def test_all_words_but_one_join_when_few(ops: tuple[Path, list[str]]) -> None:
+    """Three words or more: the few messages missing one of them join those with all, newest first."""
+    root, ids = ops
+    with Vault(root) as v:
+        r = v.grep("deadline LEDG-482 fix", conversation="ops", scope="messages", limit=50)
+        got = [(h["id"], h["matched"]) for h in r["hits"]]
+        assert got[:2] == [(ids[DEADLINE_OLD + 1], ["deadline", "LEDG-482"]),  # newer, two of the three words
+                           (ids[DEADLINE_OLD], ["deadline", "LEDG-482", "fix"])]
+        assert got[2:] == [(ids[TICKET], ["LEDG-482"])]  # LEDG-482 is required: nothing without it
+        assert r["total"] == 1 and r["some_words"] == 2
+
+
+def test_cli_and_tool_say_which_hits_have_some_words(ops: tuple[Path, list[str]]) -> None:
+    root, ids = ops
+    out = run(root, "grep", "deadline moved", "-c", "ops", "--scope", "messages")
+    assert out.exit_code == 0 and "1 hits have every word; the 3 others have some of them" in out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4 and "has deadline, moved" in lines[0] and all("has deadline)" in x for x in lines[1:])
+    data = json.loads(run(root, "grep", "deadline moved", "-c", "ops", "--json").stdout)
+    assert data["relaxed"] is True and data["some_words"] == 3
+    none = run(root, "grep", "nowhere-to-be-found deadline", "-c", "ops")
+    assert none.exit_code == 1  # an identifier nobody wrote: no hit, whatever the other words
+    eng = Engine(root, "ops")
+    eng.bootstrap()
+    try:
+        text = eng.call_tool("lcm_grep", {"pattern": "deadline moved", "scope": "messages"})
+        assert text.splitlines()[0] == "1 matches (sort relevance); 3 more hits have some of the words " \
+            "(listed after, most words first); showing 1-4"
+        grep_tool = next(t for t in eng.tool_definitions() if t["name"] == "lcm_grep")
+        assert "say which they have" in grep_tool["description"]
+    finally:
+        eng.dispose()
+
+
 # -- grep: counting and paging -------------------------------------------------------------
 
 

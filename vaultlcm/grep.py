@@ -226,12 +226,9 @@ def grep(
     some = 0
     if sort == "relevance" and kind != "summary" and by_kind["message"] < RELAX_BELOW:
         found, some = _few(index, pattern, found, total, by_kind, offset, limit, where)
+    every = _labels(pattern) if some else None  # the hits from the search with every word say so
     hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq,
-                matched=h.matched if some else None) for h in found]
-    if some:
-        every = _labels(pattern)
-        for h in hits[: max(0, total - offset)]:
-            h.matched = every
+                matched=(h.matched if h.matched is not None else every) if some else None) for h in found]
     _place(vault, hits, view)
     return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind), relaxed=some > 0, some_words=some)
 
@@ -245,28 +242,39 @@ def _few(index: Any, pattern: str, found: list[Any], total: int, by_kind: dict[s
 
     The order: the raw messages with every word, newest first (each states what the
     question is about, and a newer statement supersedes an older one; BM25 would put
-    a short stale line above a longer one that changed it); then the summaries with
-    every word, by relevance; then, for a query of several words, the raw messages
-    with some of them (most words first, then by relevance). Only raw messages: a
-    long summary holds some of any few words by chance, and the messages it restates
-    are searched themselves.
+    a short stale line above a longer one that changed it), joined, for a query of
+    three words or more, by the messages with all of them but one when those are few
+    too ("access tokens live" and "the access token lifetime went from ..."); then the
+    summaries with every word, by relevance; then, for a query of several words, the
+    raw messages with some of them (most words first, then by relevance). Only raw
+    messages: a long summary holds some of any few words by chance, and the messages
+    it restates are searched themselves.
     """
     n_msg, n_sum = by_kind["message"], by_kind["summary"]
-    complete = offset == 0 and len(found) == total  # every match with all the words is on this page
-    msgs = sorted((h for h in found if h.kind == "message"), key=lambda h: (h.at, h.seq), reverse=True)
-    sums = [h for h in found if h.kind == "summary"]
+    msg_where = {**where, "kind": "message"}
 
     def search(**kw: Any) -> Fetch:
         return lambda start, n: index.search(pattern, limit=n, offset=start, **{**where, **kw})
 
-    segments: list[tuple[int, Fetch]] = [
-        (n_msg, (lambda start, n: msgs[start : start + n]) if complete else search(kind="message", sort="newest")),
-        (n_sum, (lambda start, n: sums[start : start + n]) if complete else search(kind="summary")),
-    ]
+    if offset == 0 and len(found) == total:  # every match with all the words is on this page
+        first = [h for h in found if h.kind == "message"]
+        sums: Fetch = lambda start, n: [h for h in found if h.kind == "summary"][start : start + n]  # noqa: E731
+    else:
+        first = index.search(pattern, limit=n_msg, **msg_where) if n_msg else []
+        sums = search(kind="summary")
+    clauses = len(_labels(pattern))
     relaxable = _relaxable(pattern)
-    if relaxable:  # under match="any" the messages with every word rank first: the others start after them
-        anyword = search(kind="message", match="any")
-        segments.append((-1, lambda start, n: anyword(n_msg + start, n)))
+    anyword = search(kind="message", match="any")
+    if relaxable and clauses >= 3:  # under match="any" the messages with every word rank first, then these
+        room = RELAX_BELOW - n_msg
+        near = [h for h in anyword(n_msg, room) if len(h.matched or ()) == clauses - 1]
+        if len(near) < room:
+            first += near
+    first.sort(key=lambda h: (h.at, h.seq, h.id), reverse=True)
+    skip = len(first)  # the messages already listed: under match="any" they rank first
+    segments: list[tuple[int, Fetch]] = [(len(first), lambda start, n: first[start : start + n]), (n_sum, sums)]
+    if relaxable:
+        segments.append((-1, lambda start, n: anyword(skip + start, n)))
     page: list[Any] = []
     start = offset
     for size, fetch in segments:
@@ -277,11 +285,11 @@ def _few(index: Any, pattern: str, found: list[Any], total: int, by_kind: dict[s
         got = fetch(start, want) if want > 0 else []
         page += got
         if size < 0 and start == 0 and len(got) < want:  # the open-ended last part ends on this page
-            return page, len(got)
+            return page, len(first) - n_msg + len(got)
         start = 0
     if not relaxable:
         return page, 0
-    return page, index.count_matches(pattern, match="any", **{**where, "kind": "message"}).total - n_msg
+    return page, index.count_matches(pattern, match="any", **msg_where).total - n_msg
 
 
 def _labels(pattern: str) -> tuple[str, ...]:
