@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from vaultlcm import Engine, Settings, Vault
 from vaultlcm.cli import cli
@@ -334,6 +336,57 @@ def test_expand_plain_summary_holds_the_cap(ops: tuple[Path, list[str]]) -> None
             assert r["omitted"] and r["omitted_messages"] == under - len(kept)
         with pytest.raises(UsageError):
             v.expand(top, around=2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(k=st.integers(0, len(MESSAGES) - 1), around=st.one_of(st.none(), st.integers(0, 5)),
+       cap=st.integers(1, 1500))
+def test_expand_message_cap_and_next_message_hold(ops: tuple[Path, list[str]], k: int, around: int | None,
+                                                  cap: int) -> None:
+    """Any message, turn or around=N, any cap: the cap holds, the hit comes first in priority, and the
+    message after it (where the answer to a question usually is) comes with it whenever both fit."""
+    root, ids = ops
+    with Vault(root) as v:
+        r = v.expand(ids[k], max_tokens=cap, around=around)
+        assert r["tokens"] <= cap and r["mode"] == ("turn" if around is None else "around")
+        got = _ids(r)
+        assert got == sorted(got, key=ids.index)  # conversation order
+        assert not r["omitted"] or r["truncated"]
+        hit = v.catalog.get(ids[k])
+        if hit.tokens + MESSAGE_OVERHEAD <= cap:
+            assert ids[k] in got
+        window = v.expand(ids[k], max_tokens=10**6, around=around)
+        after = _ids(window)[_ids(window).index(ids[k]) + 1 :][:1]
+        if after and hit.tokens + v.catalog.get(after[0]).tokens + 2 * MESSAGE_OVERHEAD <= cap:
+            assert after[0] in got
+        assert set(got) | set(r["omitted"]) == set(_ids(window))  # what is left out is named
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(k=st.integers(0, len(MESSAGES) - 1), cap=st.integers(64, 1200), depth=st.one_of(st.none(), st.just(1)))
+def test_expand_summary_query_cap_and_next_message_hold(ops: tuple[Path, list[str]], k: int, cap: int,
+                                                        depth: int | None) -> None:
+    """A summary expanded with the words of one of its messages: the cap holds and, when they fit, the
+    matching message and the one after it are returned."""
+    root, ids = ops
+    with Vault(root) as v:
+        leaf = v.catalog.get(ids[k]).covered
+        assume(leaf is not None)  # the fresh tail is not summarized
+        assert leaf is not None
+        top = v.dag.get(leaf).parent or leaf
+        words = " ".join(w for w in MESSAGES[k]["content"].split()[:4] if w.isalpha()) \
+            if isinstance(MESSAGES[k]["content"], str) else "config"
+        r = v.expand(top, query=words or "deadline", max_tokens=cap, depth=depth)
+        assert r["mode"] == "query" and r["tokens"] <= cap
+        plain = v.expand(top, max_tokens=cap, depth=depth)
+        assert plain["tokens"] <= cap
+        under = _ids(v.expand(top, max_tokens=10**7))
+        assert set(_ids(r)) <= set(under) and set(_ids(plain)) <= set(under)
+        if r["matched"]:
+            first = r["matched"][0]
+            pair = [first] + [m for m in under[under.index(first) + 1 :][:1]]
+            if sum(v.catalog.get(m).tokens + MESSAGE_OVERHEAD for m in pair) <= cap:
+                assert set(pair) <= set(_ids(r))  # the best match and the message after it
 
 
 def test_cli_expand_options(ops: tuple[Path, list[str]]) -> None:
