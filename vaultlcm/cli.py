@@ -357,8 +357,9 @@ def grep(obj: Context, pattern: str, conversation: str | None, use_regex: bool, 
     """Search stored messages and summaries: words (stemmed), "phrases", prefix*, identifiers, or --regex.
 
     Each hit line gives its time (UTC), id, role, the summary covering it and the node shown
-    in its place in the model's context. Exits 1 when nothing matches, like grep; when few
-    messages have every word, hits with some of the words follow them (exit 1 when none has all).
+    in its place in the model's context. When few messages have every word, they come newest
+    first, then the summaries, then messages with some of the words (each says which). Exits 1
+    when nothing has every word, like grep.
     """
     from .tools import count_lines, hit_line, page_line
 

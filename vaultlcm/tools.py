@@ -26,9 +26,10 @@ TOOLS: list[dict[str, Any]] = [
         "description": (
             "Search the full stored history (raw messages and summaries), including everything compacted out "
             "of your context. Words must all match and also match their other forms (pinned/pin, "
-            "retries/retry, formatter/format); when no hit has every word, the hits with most of them are "
-            "listed and say which they have; identifiers (LEDG-482, src/app.py, v2.14.1, compute_due_date, call_0042) match "
-            "exactly; use \"quoted phrases\" for exact wording, prefix*, or regex=true. Each hit line starts "
+            "retries/retry, formatter/format); identifiers (LEDG-482, src/app.py, v2.14.1, compute_due_date, "
+            "call_0042) match exactly; use \"quoted phrases\" for exact wording, prefix*, or regex=true. When few "
+            "messages have every word, they come newest first, then the summaries, then messages with some of "
+            "the words (most first; those hits say which they have). Each hit line starts "
             "with its time (UTC), then id, role, the summary covering it and the node that stands for it in "
             "your context. Facts change over time: when hits disagree, the newer statement supersedes the "
             "older one (sort=\"newest\" lists the latest first). The first line says how many hits match in "
