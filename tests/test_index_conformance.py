@@ -542,6 +542,13 @@ def test_match_any_keeps_identifiers_and_phrases_required(sx: SearchIndex) -> No
     assert ids(sx.search("build-9 disk deploy", match="any")) == ["m-s3"]
 
 
+def test_some_words_docs_estimates_from_document_frequencies(sx: SearchIndex) -> None:
+    """The cost guard of match="any": per plain word, the documents holding its commonest form."""
+    assert sx.some_words_docs("deploy failed disk") == 4 + 3 + 3
+    assert sx.some_words_docs("LEDG-482 deploy") == 4  # identifiers are required, not scored as options
+    assert sx.some_words_docs("LEDG-482") == 0 and sx.some_words_docs("zebra") == 0 and sx.some_words_docs("") == 0
+
+
 def test_match_any_pages_like_it_ranks(sx: SearchIndex) -> None:
     whole = ids(sx.search("deploy failed disk", match="any", limit=50))
     pages = [ids(sx.search("deploy failed disk", match="any", limit=2, offset=o)) for o in range(0, 6, 2)]
@@ -555,22 +562,25 @@ ROOTS = [
     msg("m-r4", "The routing table was rebuilt.", 1300.0),
     msg("m-r5", "A routine check found nothing.", 1400.0),
     msg("m-r6", "See the configuration in config/app.toml", 1500.0),
+    msg("m-r7", "Configure it later.", 1600.0),
 ]
 
 
 @pytest.mark.parametrize(
     "query, expected",
     [
-        ("formatter", {"m-r1", "m-r2"}),  # formatt -> format: every word starting with format
-        ("format", {"m-r1", "m-r2"}),
-        ("deploy", {"m-r3"}),  # deployment, deployctl
-        ("routine", {"m-r5"}),  # its stem routin is no root: routing does not match
+        ("formatter", {"m-r1"}),  # a stem, not a prefix: formatt
+        ("format", {"m-r2"}),
+        ("deploy", {"m-r3"}),  # deployment stems to deploy; deployctl is another word
+        ("deploy*", {"m-r3"}),  # a prefix asks for every word starting with it
+        ("routine", {"m-r5"}),  # routin: routing (rout) is another word
         ("routing", {"m-r3", "m-r4"}),
-        ("config", {"m-r6"}),
-        ('"format"', {"m-r2"}),  # quotes: this form only
+        ("config", {"m-r6"}),  # the part of config/app.toml (configuration stems to configur)
+        ("configurations", {"m-r6", "m-r7"}),  # configuration, configure: one stem
+        ('"format"', {"m-r2"}),
     ],
 )
-def test_word_roots_match_longer_words(make, query: str, expected: set[str]) -> None:
+def test_stems_are_forms_not_prefixes(make, query: str, expected: set[str]) -> None:
     ix = make("roots")
     ix.add(ROOTS)
     assert set(ids(ix.search(query))) == expected

@@ -151,6 +151,18 @@ def test_some_of_the_words_follow_as_raw_messages(ops: tuple[Path, list[str]]) -
         assert "relaxed" not in v.grep("deadline moved", conversation="ops", scope="summaries")
 
 
+def test_common_words_are_not_relaxed(ops: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranking every message with one of the words costs too much when they are common: all words only."""
+    import vaultlcm.grep as grep_module
+
+    root, ids = ops
+    with Vault(root) as v:
+        assert v.indexer.ready().some_words_docs("deadline moved") > 3
+        monkeypatch.setattr(grep_module, "RELAX_MAX_DOCS", 3)
+        r = v.grep("deadline moved", conversation="ops", limit=50)
+        assert "relaxed" not in r and r["hits"][0]["id"] == ids[DEADLINE_NEW] and len(r["hits"]) == r["total"]
+
+
 def test_all_words_but_one_join_when_few(ops: tuple[Path, list[str]]) -> None:
     """Three words or more: the few messages missing one of them join those with all, newest first."""
     root, ids = ops

@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 SNIPPET_CHARS = 200
 #: When fewer raw messages than this have every word of a query, the hits with some of its words follow.
 RELAX_BELOW = 10
+#: ... unless the words are so common that ranking every document with one of them would cost more
+#: than a search should (``schema rollback`` where half the messages say "schema"): about this many.
+RELAX_MAX_DOCS = 20_000
 _READ_BATCH = 256  # messages read per step of a regex scan
 # Where each entry starts (its metadata line names it), and what in a metadata line says the entry's
 # text is not in the callout as plain lines (escaped, in a payload file, terminal codes taken out).
@@ -263,7 +266,7 @@ def _few(index: Any, pattern: str, found: list[Any], total: int, by_kind: dict[s
         first = index.search(pattern, limit=n_msg, **msg_where) if n_msg else []
         sums = search(kind="summary")
     clauses = len(_labels(pattern))
-    relaxable = _relaxable(pattern)
+    relaxable = _relaxable(pattern) and index.some_words_docs(pattern) <= RELAX_MAX_DOCS
     anyword = search(kind="message", match="any")
     if relaxable and clauses >= 3:  # under match="any" the messages with every word rank first, then these
         room = RELAX_BELOW - n_msg

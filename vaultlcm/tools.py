@@ -26,7 +26,7 @@ TOOLS: list[dict[str, Any]] = [
         "description": (
             "Search the full stored history (raw messages and summaries), including everything compacted out "
             "of your context. Words must all match and also match their other forms (pinned/pin, "
-            "retries/retry, formatter/format); identifiers (LEDG-482, src/app.py, v2.14.1, compute_due_date, "
+            "retries/retry); identifiers (LEDG-482, src/app.py, v2.14.1, compute_due_date, "
             "call_0042) match exactly; use \"quoted phrases\" for exact wording, prefix*, or regex=true. When few "
             "messages have every word, they come newest first, then the summaries, then messages with some of "
             "the words (most first; those hits say which they have). Each hit line starts "

@@ -155,6 +155,14 @@ class SearchIndex(ABC):
         Sees everything added before the call. ``match="any"``: see the module docstring.
         """
 
+    def some_words_docs(self, query: str) -> int:
+        """About how many documents hold one of the query's plain words (what ``match="any"`` must score).
+
+        From the words' document frequencies, without expanding prefixes: cheap, a
+        guide to whether a ``match="any"`` search is worth its cost, not a count.
+        """
+        return 0
+
     @abstractmethod
     def count_matches(
         self,

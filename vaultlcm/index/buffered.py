@@ -55,7 +55,7 @@ from ..errors import IndexError_, UsageError
 from .base import (
     KINDS, MATCHES, SORTS, Filters, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex,
 )
-from .query import ParsedQuery, make_snippet, matched_words, parse_query, stemmer_name
+from .query import ParsedQuery, QAny, QTerm, make_snippet, matched_words, parse_query, stemmer_name
 
 #: 2: stemmed words (stem tokens), CJK characters as words, seq and kind columns.
 SCHEMA_VERSION = 2
@@ -460,6 +460,17 @@ class BufferedIndex(SearchIndex):
         with self._read_lock:
             return self._guard(self._n_tally, "count", pq, filters, per_day)
 
+    def some_words_docs(self, query: str) -> int:
+        pq = parse_query(query)
+        terms = [[o.text for o in (c.options if isinstance(c, QAny) else (c,)) if isinstance(o, QTerm)]
+                 for c, part in zip(pq.clauses, pq.parts) if not part.required]
+        if not terms:
+            return 0
+        self.flush()
+        with self._read_lock:
+            return sum(max((self._guard(self._n_doc_freq, "count", t) for t in options), default=0)
+                       for options in terms)
+
     def _ranked(self, pq: ParsedQuery, filters: Filters, limit: int, offset: int, sort: str) -> list[SearchHit]:
         need = offset + limit
         n = need + 10  # a few more than asked, so that ties at the cut can be ordered
@@ -587,6 +598,10 @@ class BufferedIndex(SearchIndex):
     @abstractmethod
     def _n_tally(self, pq: ParsedQuery, filters: Filters, per_day: bool) -> MatchCount:
         """Count every match, by kind (and by UTC day when asked)."""
+
+    @abstractmethod
+    def _n_doc_freq(self, term: str) -> int:
+        """How many committed documents hold ``term`` (deleted ones may still count)."""
 
     @abstractmethod
     def _n_load(self, refs: list[Any]) -> list[dict[str, Any]]:

@@ -11,13 +11,7 @@ Query language (identical on both backends, never raises on odd input)
   word also matches the other forms of the same English word (``pinned`` and
   ``pin``, ``retries`` and ``retry``, ``deploys`` and ``deployed``): words are
   stemmed with the Snowball English stemmer, the algorithm of Tantivy's
-  ``en_stem`` tokenizer. A word whose *root* (the word when it is its own
-  stem, or its stem with a final doubled consonant undoubled: ``formatter`` ->
-  ``format``) has :data:`MIN_ROOT_PREFIX`
-  letters or more also matches every word starting with that root
-  (``formatter`` finds ``format``, ``deploy`` finds ``deployment`` and
-  ``deployctl``, ``config`` finds ``configuration``): the words a person and
-  an agent use for one thing often differ only by a suffix.
+  ``en_stem`` tokenizer.
 * With ``match="any"`` (see :class:`~vaultlcm.index.base.SearchIndex`), a
   document needs only one of the plain words, and is ranked by how many it has;
   identifiers, numbers and quoted phrases still must match (``commit fixed
@@ -67,10 +61,6 @@ MAX_TOKEN_CHARS = 64
 SNIPPET_CHARS = 200
 #: Prefix of stem tokens (never a word character, so no text token starts with it).
 STEM_MARK = "~"
-#: A plain word whose root has this many letters or more also matches the words that start with it.
-#: Shorter roots start too many unrelated words (``retri``: retrieve; ``build``: builder is fine, but ``port``: portal).
-MIN_ROOT_PREFIX = 6
-
 
 # ------------------------------------------------------------------------ analysis
 
@@ -144,28 +134,6 @@ def word_stem(word: str) -> str | None:
     if not word.isalpha() or not (word.isascii() or _LATIN.fullmatch(word)):
         return None
     return _stem_lower(word)
-
-
-_DOUBLED = frozenset("bdfgkmnprtvz")  # consonants that double before a suffix (format -> formatter)
-
-
-def word_root(word: str) -> str | None:
-    """The root a plain query word shares with its derived forms, or None when it has none.
-
-    The word itself when it is its own Snowball stem (``deploy``, ``config``), or
-    its stem with a final doubled consonant undoubled (Snowball strips ``-er``
-    from ``formatter`` but keeps ``formatt``); only roots of
-    :data:`MIN_ROOT_PREFIX` letters or more are used. A stem that cut letters off
-    the word is no root: ``routine`` stems to ``routin``, which starts ``routing``.
-    """
-    stem = word_stem(word)
-    if stem is None:
-        return None
-    if len(stem) > MIN_ROOT_PREFIX and stem[-1] == stem[-2] and stem[-1] in _DOUBLED:
-        stem = stem[:-1]
-    elif stem != word.lower():
-        return None
-    return stem if len(stem) >= MIN_ROOT_PREFIX else None
 
 
 @functools.lru_cache(maxsize=1 << 17)  # one lookup per word on the indexing path
@@ -287,7 +255,7 @@ class ParsedQuery:
 _QUERY_PART = regex.compile(r'"([^"]*)"?|([^\s"]+)')
 
 
-def _stemmed_word(word: str, terms: set[str], prefixes: list[str], hints: list[str]) -> QNode:
+def _stemmed_word(word: str, terms: set[str], hints: list[str]) -> QNode:
     """A plain word: itself, or any word with the same stem (see the module docstring).
 
     A text word that is its own stem has no stem token, so the bare stem is an
@@ -300,12 +268,7 @@ def _stemmed_word(word: str, terms: set[str], prefixes: list[str], hints: list[s
     terms.update((bare, stem))
     # Forms of a word nearly always share its stem but the last letter (happy/happi).
     hints.append(bare[:-1] if len(bare) > 3 else bare)
-    options: list[QNode] = [QTerm(t) for t in dict.fromkeys((word, bare, stem))]
-    root = word_root(word)
-    if root is not None:
-        options.append(QPrefix(root))
-        prefixes.append(root)
-    return QAny(tuple(options))
+    return QAny(tuple(QTerm(t) for t in dict.fromkeys((word, bare, stem))))
 
 
 def _word_clause(
@@ -325,7 +288,7 @@ def _word_clause(
         if prefix:
             return QPrefix(subs[0])
         if whole == subs[0]:  # a plain word, not part of an identifier: stemmed
-            return _stemmed_word(whole, terms, prefixes, hints)
+            return _stemmed_word(whole, terms, hints)
         return QTerm(subs[0])
     seq = tuple(subs)
     node: QNode = QPhrasePrefix(seq) if prefix else QPhrase(seq)

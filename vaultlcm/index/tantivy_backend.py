@@ -234,6 +234,9 @@ class TantivyIndex(BufferedIndex):
                     by_day[(int(day["key"] // 86400), kind)] += int(day["doc_count"])
         return match_count(by_kind, by_day)
 
+    def _n_doc_freq(self, term: str) -> int:
+        return int(self._searcher.doc_freq("text", term))
+
     def _compile(self, node: QNode) -> Any:
         schema = self._schema
         if isinstance(node, QTerm):

@@ -363,6 +363,9 @@ class WhooshIndex(BufferedIndex):
                 by_day[(int(t // 86400), k)] += 1
         return match_count(by_kind, by_day)
 
+    def _n_doc_freq(self, term: str) -> int:
+        return int(self._searcher.reader().doc_frequency("text", term))
+
     def _compile(self, node: QNode, reader: Any) -> Any:
         if isinstance(node, QTerm):
             return query.Term("text", node.text)
