@@ -115,10 +115,10 @@ def test_ingest_and_compact_commit_what_they_wrote(repo: Path, tmp_path: Path) -
     note = repo / "my notes.md"
     note.write_text("a person's work in progress\n")
     git(repo, "add", "my notes.md")  # staged by the person, not theirs to commit
-    code, out, err = run("--vault", str(repo), "ingest", str(transcript(tmp_path, 12)), "-c", "research", "--git-commit")
+    code, out, err = run("--vault", str(repo), "ingest", str(transcript(tmp_path, 24)), "-c", "research", "--git-commit")
     assert code == 0, err
-    assert "git: committed" in out and "ingest: research +12 messages" in out
-    assert git(repo, "log", "-1", "--format=%s").strip() == "ingest: research +12 messages"
+    assert "git: committed" in out and "ingest: research +24 messages" in out
+    assert git(repo, "log", "-1", "--format=%s").strip() == "ingest: research +24 messages"
     committed = git(repo, "show", "--name-only", "--format=", "HEAD").split("\n")
     assert committed and all(f.startswith("conversations/research/") for f in committed if f)
     assert "conversations/research/research.md" not in committed  # the derived home note stays out

@@ -605,7 +605,7 @@ class Compactor:
                     made.append(part[i].summary)  # type: ignore[arg-type]
                     i += 1
                     continue
-                found = self._leaf_chunk(part, i, len(part), 1)
+                found = self._leaf_chunk(part, i, len(part), force=True)
                 if found is None:
                     break
                 chunk, i = found

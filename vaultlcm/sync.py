@@ -103,6 +103,14 @@ class VaultWatcher:
                 self._pending.clear()
             self._lock.notify_all()
 
+    def _ignored(self, raw: str | bytes) -> bool:
+        path = Path(raw.decode() if isinstance(raw, bytes) else raw)
+        try:
+            rel = path.relative_to(self.root).parts
+        except ValueError:
+            return True
+        return rel != ("conversations",) and is_ignored(rel)
+
     def request_rescan(self) -> None:
         """Re-sync everything (what an event overflow falls back to)."""
         with self._lock:
@@ -124,11 +132,19 @@ class VaultWatcher:
                 dest = getattr(event, "dest_path", "")
                 if dest:
                     watcher._note(dest)
-                if event.is_directory and event.event_type in ("moved", "deleted", "created"):
+                if (event.is_directory and event.event_type in ("moved", "deleted", "created")
+                        and not (watcher._ignored(event.src_path) and watcher._ignored(dest or event.src_path))):
                     watcher.request_rescan()
 
         self._observer = Observer()
-        self._observer.schedule(Handler(), str(self.root), recursive=True)
+        notes = self.root / "conversations"
+        if notes.is_dir():
+            # Only conversations/ holds notes: watching .vaultlcm/ (index segments, temp folders of a
+            # rebuild) or .git/ would cost an inotify watch per folder and wake the worker for nothing.
+            self._observer.schedule(Handler(), str(self.root), recursive=False)
+            self._observer.schedule(Handler(), str(notes), recursive=True)
+        else:
+            self._observer.schedule(Handler(), str(self.root), recursive=True)
         self._observer.start()
         self._worker = threading.Thread(target=self._run, name="vaultlcm-watch", daemon=True)
         self._worker.start()
