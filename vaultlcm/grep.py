@@ -56,7 +56,7 @@ SNIPPET_CHARS = 200
 RELAX_BELOW = 10
 #: ... unless the words are so common that ranking every document with one of them would cost more
 #: than a search should (``schema rollback`` where half the messages say "schema"): about this many.
-RELAX_MAX_DOCS = 20_000
+RELAX_MAX_DOCS = 5_000
 _READ_BATCH = 256  # messages read per step of a regex scan
 # Where each entry starts (its metadata line names it), and what in a metadata line says the entry's
 # text is not in the callout as plain lines (escaped, in a payload file, terminal codes taken out).
@@ -267,17 +267,26 @@ def _few(index: Any, pattern: str, found: list[Any], total: int, by_kind: dict[s
         sums = search(kind="summary")
     clauses = len(_labels(pattern))
     relaxable = _relaxable(pattern) and index.some_words_docs(pattern) <= RELAX_MAX_DOCS
-    anyword = search(kind="message", match="any")
-    if relaxable and clauses >= 3:  # under match="any" the messages with every word rank first, then these
-        room = RELAX_BELOW - n_msg
-        near = [h for h in anyword(n_msg, room) if len(h.matched or ()) == clauses - 1]
+    room = RELAX_BELOW - n_msg
+    # One match="any" search serves this page (its cost is ranking every document with one
+    # of the words, whatever the number kept): the messages with every word rank first.
+    pool = index.search(pattern, limit=room + offset + limit, offset=n_msg, match="any", **msg_where) \
+        if relaxable else []
+
+    def anyword(start: int, n: int) -> list[Any]:
+        if start + n <= len(pool) or len(pool) < room + offset + limit:  # the pool holds all there is
+            return pool[start : start + n]
+        return index.search(pattern, limit=n, offset=n_msg + start, match="any", **msg_where)
+
+    if relaxable and clauses >= 3:  # the messages with all the words but one rank right after
+        near = [h for h in pool[:room] if len(h.matched or ()) == clauses - 1]
         if len(near) < room:
             first += near
     first.sort(key=lambda h: (h.at, h.seq, h.id), reverse=True)
     skip = len(first)  # the messages already listed: under match="any" they rank first
     segments: list[tuple[int, Fetch]] = [(len(first), lambda start, n: first[start : start + n]), (n_sum, sums)]
     if relaxable:
-        segments.append((-1, lambda start, n: anyword(skip + start, n)))
+        segments.append((-1, lambda start, n: anyword(skip - n_msg + start, n)))
     page: list[Any] = []
     start = offset
     for size, fetch in segments:

@@ -376,7 +376,7 @@ def _first_match(text: str, pq: ParsedQuery) -> int:
 
 
 #: The passage search of a snippet looks at this many candidate places at most (long tool outputs).
-MAX_SNIPPET_CANDIDATES = 256
+MAX_SNIPPET_CANDIDATES = 64
 
 
 def _best_match(text: str, pq: ParsedQuery, width: int) -> int:
