@@ -492,9 +492,98 @@ def test_both_backends_give_the_same_hits(tmp_path: Path) -> None:
             for sort in ("newest", "oldest"):  # the same order, to the last tie
                 assert ids(w.search(q, limit=1000, sort=sort)) == ids(t.search(q, limit=1000, sort=sort)), (q, sort)
             assert w.count_matches(q, per_day=True) == t.count_matches(q, per_day=True), q
+            anyw, anyt = (ix.search(q, limit=1000, match="any") for ix in (w, t))
+            assert {(h.id, h.matched) for h in anyw} == {(h.id, h.matched) for h in anyt}, q
+            assert [len(h.matched or ()) for h in anyw] == [len(h.matched or ()) for h in anyt], q
+            assert w.count_matches(q, match="any") == t.count_matches(q, match="any"), q
     finally:
         for ix in indexes.values():
             ix.close()
+
+
+# ------------------------------------------------------------- some of the words
+
+SOME = [
+    msg("m-s1", "The routing-api deploy failed: disk full on build-7.", 1000.0),
+    msg("m-s2", "The deploy went fine after the cleanup.", 2000.0),
+    msg("m-s3", "Disk usage alert on build-9, nothing failed.", 3000.0),
+    msg("m-s4", "Lunch order: two coffees.", 4000.0),
+    msg("m-s5", "LEDG-482: refunds post twice; deploy held.", 5000.0),
+    summ("sum_s", "deploy failed twice, disk full, then fixed", 6000.0),
+]
+
+
+@pytest.fixture
+def sx(make) -> SearchIndex:
+    index = make("some")
+    index.add(SOME)
+    return index
+
+
+def test_match_any_ranks_by_words_matched(sx: SearchIndex) -> None:
+    """match="any": one plain word is enough, more words first, each hit says which words it has."""
+    hits = sx.search("deploy failed disk", match="any", limit=50)
+    assert set(ids(hits)) == {"m-s1", "m-s2", "m-s3", "m-s5", "sum_s"}
+    tiers = [len(h.matched or ()) for h in hits]
+    assert tiers == sorted(tiers, reverse=True) and tiers[0] == 3
+    assert {h.id for h in hits if len(h.matched or ()) == 3} == {"m-s1", "sum_s"} == set(ids(sx.search("deploy failed disk")))
+    by_id = {h.id: h for h in hits}
+    assert by_id["m-s3"].matched == ("failed", "disk") and by_id["m-s2"].matched == ("deploy",)
+    assert all(h.matched is None for h in sx.search("deploy failed disk"))  # only under match="any"
+    assert sx.count_matches("deploy failed disk", match="any").total == len(hits)
+    assert sx.count_matches("deploy failed disk", match="any", kind="message").by_kind == {"message": 4, "summary": 0}
+    with pytest.raises(UsageError):
+        sx.search("deploy", match="some")
+
+
+def test_match_any_keeps_identifiers_and_phrases_required(sx: SearchIndex) -> None:
+    assert ids(sx.search("LEDG-482 deploy failed", match="any")) == ["m-s5"]
+    assert set(ids(sx.search('"disk full" deploy lunch', match="any", limit=50))) == {"m-s1", "sum_s"}
+    assert ids(sx.search("build-9 disk deploy", match="any")) == ["m-s3"]
+
+
+def test_some_words_docs_estimates_from_document_frequencies(sx: SearchIndex) -> None:
+    """The cost guard of match="any": per plain word, the documents holding its commonest form."""
+    assert sx.some_words_docs("deploy failed disk") == 4 + 3 + 3
+    assert sx.some_words_docs("LEDG-482 deploy") == 4  # identifiers are required, not scored as options
+    assert sx.some_words_docs("LEDG-482") == 0 and sx.some_words_docs("zebra") == 0 and sx.some_words_docs("") == 0
+
+
+def test_match_any_pages_like_it_ranks(sx: SearchIndex) -> None:
+    whole = ids(sx.search("deploy failed disk", match="any", limit=50))
+    pages = [ids(sx.search("deploy failed disk", match="any", limit=2, offset=o)) for o in range(0, 6, 2)]
+    assert [i for page in pages for i in page] == whole
+
+
+ROOTS = [
+    msg("m-r1", "Run the formatter before committing.", 1000.0),
+    msg("m-r2", "The format of the export file changed.", 1100.0),
+    msg("m-r3", "deployment of routing-api finished; deployctl status is green", 1200.0),
+    msg("m-r4", "The routing table was rebuilt.", 1300.0),
+    msg("m-r5", "A routine check found nothing.", 1400.0),
+    msg("m-r6", "See the configuration in config/app.toml", 1500.0),
+    msg("m-r7", "Configure it later.", 1600.0),
+]
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("formatter", {"m-r1"}),  # a stem, not a prefix: formatt
+        ("format", {"m-r2"}),
+        ("deploy", {"m-r3"}),  # deployment stems to deploy; deployctl is another word
+        ("deploy*", {"m-r3"}),  # a prefix asks for every word starting with it
+        ("routine", {"m-r5"}),  # routin: routing (rout) is another word
+        ("routing", {"m-r3", "m-r4"}),
+        ("config", {"m-r6"}),  # the part of config/app.toml (configuration stems to configur)
+        ("configurations", {"m-r6", "m-r7"}),  # configuration, configure: one stem
+        ('"format"', {"m-r2"}),
+    ],
+)
+def test_stems_are_forms_not_prefixes(make, query: str, expected: set[str]) -> None:
+    ix = make("roots")
+    ix.add(ROOTS)
+    assert set(ids(ix.search(query))) == expected
 
 
 # ------------------------------------------------------------------------- filters

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from vaultlcm import Engine, Settings, Vault
 from vaultlcm.cli import cli
@@ -109,8 +111,90 @@ def test_newest_statement_first(ops: tuple[Path, list[str]]) -> None:
         assert newest.index(ids[DEADLINE_NEW]) < newest.index(ids[DEADLINE_OLD])
         oldest = [h["id"] for h in v.grep("deadline", scope="messages", sort="oldest")["hits"]]
         assert oldest == list(reversed(newest))
-        same = v.grep("routing-api deploy failed disk full", scope="messages")["hits"]
+        r = v.grep("routing-api deploy failed disk full", scope="messages")
+        same = r["hits"][: r["total"]]  # the hits with every word (relaxed ones follow)
+        assert len(same) == 5 and all(set(h["matched"]) == {"routing-api", "deploy", "failed", "disk", "full"}
+                                      for h in same)
         assert [h["at"] for h in same] == sorted((h["at"] for h in same), reverse=True)
+
+
+def test_few_matches_come_newest_first_then_summaries(ops: tuple[Path, list[str]]) -> None:
+    """Few raw messages with every word: newest first (a short stale line must not lead), summaries after."""
+    root, ids = ops
+    with Vault(root) as v:
+        r = v.grep("deadline October", conversation="ops")
+        kinds = [h["kind"] for h in r["hits"]]
+        assert kinds == sorted(kinds) and r["total"] == len(r["hits"])  # messages, then summaries; nothing relaxed
+        msgs = [h["id"] for h in r["hits"] if h["kind"] == "message"]
+        assert msgs == [ids[DEADLINE_NEW + 1], ids[DEADLINE_NEW], ids[DEADLINE_OLD + 1], ids[DEADLINE_OLD]]
+        assert "relaxed" not in r and all("matched" not in h for h in r["hits"])
+
+
+def test_some_of_the_words_follow_as_raw_messages(ops: tuple[Path, list[str]]) -> None:
+    """One message has every word: after it and the summaries come the messages with some of them."""
+    root, ids = ops
+    with Vault(root) as v:
+        r = v.grep("deadline moved", conversation="ops", limit=50)
+        hits = r["hits"]
+        assert r["relaxed"] and r["by_kind"]["messages"] == 1 and r["total"] == 1 + r["by_kind"]["summaries"]
+        assert hits[0]["id"] == ids[DEADLINE_NEW] and hits[0]["matched"] == ["deadline", "moved"]
+        rest = hits[r["total"]:]
+        assert r["some_words"] == len(rest) == 3 and r["next_offset"] is None
+        assert {h["id"] for h in rest} == {ids[DEADLINE_OLD], ids[DEADLINE_OLD + 1], ids[DEADLINE_NEW + 1]}
+        assert all(h["kind"] == "message" and h["matched"] == ["deadline"] for h in rest)  # never a summary
+        assert all(h["kind"] == "summary" for h in hits[1 : r["total"]])
+        pages = [h["id"] for o in range(0, len(hits)) for h in v.grep("deadline moved", conversation="ops",
+                                                                        limit=1, offset=o)["hits"]]
+        assert pages == [h["id"] for h in hits]  # paging walks the same list, one hit at a time
+        assert v.grep("deadline moved", conversation="ops", count=True)["total"] == r["total"]  # counts all words
+        assert "relaxed" not in v.grep("deadline moved", conversation="ops", sort="newest")  # time sorts: all words
+        assert "relaxed" not in v.grep("deadline moved", conversation="ops", scope="summaries")
+
+
+def test_common_words_are_not_relaxed(ops: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ranking every message with one of the words costs too much when they are common: all words only."""
+    import vaultlcm.grep as grep_module
+
+    root, ids = ops
+    with Vault(root) as v:
+        assert v.indexer.ready().some_words_docs("deadline moved") > 3
+        monkeypatch.setattr(grep_module, "RELAX_MAX_DOCS", 3)
+        r = v.grep("deadline moved", conversation="ops", limit=50)
+        assert "relaxed" not in r and r["hits"][0]["id"] == ids[DEADLINE_NEW] and len(r["hits"]) == r["total"]
+
+
+def test_all_words_but_one_join_when_few(ops: tuple[Path, list[str]]) -> None:
+    """Three words or more: the few messages missing one of them join those with all, newest first."""
+    root, ids = ops
+    with Vault(root) as v:
+        r = v.grep("deadline LEDG-482 fix", conversation="ops", scope="messages", limit=50)
+        got = [(h["id"], h["matched"]) for h in r["hits"]]
+        assert got[:2] == [(ids[DEADLINE_OLD + 1], ["deadline", "LEDG-482"]),  # newer, two of the three words
+                           (ids[DEADLINE_OLD], ["deadline", "LEDG-482", "fix"])]
+        assert got[2:] == [(ids[TICKET], ["LEDG-482"])]  # LEDG-482 is required: nothing without it
+        assert r["total"] == 1 and r["some_words"] == 2
+
+
+def test_cli_and_tool_say_which_hits_have_some_words(ops: tuple[Path, list[str]]) -> None:
+    root, ids = ops
+    out = run(root, "grep", "deadline moved", "-c", "ops", "--scope", "messages")
+    assert out.exit_code == 0 and "1 hits have every word; the 3 others have some of them" in out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 4 and "has deadline, moved" in lines[0] and all("has deadline)" in x for x in lines[1:])
+    data = json.loads(run(root, "grep", "deadline moved", "-c", "ops", "--json").stdout)
+    assert data["relaxed"] is True and data["some_words"] == 3
+    none = run(root, "grep", "nowhere-to-be-found deadline", "-c", "ops")
+    assert none.exit_code == 1  # an identifier nobody wrote: no hit, whatever the other words
+    eng = Engine(root, "ops")
+    eng.bootstrap()
+    try:
+        text = eng.call_tool("lcm_grep", {"pattern": "deadline moved", "scope": "messages"})
+        assert text.splitlines()[0] == "1 matches (sort relevance); 3 more hits have some of the words " \
+            "(listed after, most words first); showing 1-4"
+        grep_tool = next(t for t in eng.tool_definitions() if t["name"] == "lcm_grep")
+        assert "say which they have" in grep_tool["description"]
+    finally:
+        eng.dispose()
 
 
 # -- grep: counting and paging -------------------------------------------------------------
@@ -264,6 +348,57 @@ def test_expand_plain_summary_holds_the_cap(ops: tuple[Path, list[str]]) -> None
             assert r["omitted"] and r["omitted_messages"] == under - len(kept)
         with pytest.raises(UsageError):
             v.expand(top, around=2)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(k=st.integers(0, len(MESSAGES) - 1), around=st.one_of(st.none(), st.integers(0, 5)),
+       cap=st.integers(1, 1500))
+def test_expand_message_cap_and_next_message_hold(ops: tuple[Path, list[str]], k: int, around: int | None,
+                                                  cap: int) -> None:
+    """Any message, turn or around=N, any cap: the cap holds, the hit comes first in priority, and the
+    message after it (where the answer to a question usually is) comes with it whenever both fit."""
+    root, ids = ops
+    with Vault(root) as v:
+        r = v.expand(ids[k], max_tokens=cap, around=around)
+        assert r["tokens"] <= cap and r["mode"] == ("turn" if around is None else "around")
+        got = _ids(r)
+        assert got == sorted(got, key=ids.index)  # conversation order
+        assert not r["omitted"] or r["truncated"]
+        hit = v.catalog.get(ids[k])
+        if hit.tokens + MESSAGE_OVERHEAD <= cap:
+            assert ids[k] in got
+        window = v.expand(ids[k], max_tokens=10**6, around=around)
+        after = _ids(window)[_ids(window).index(ids[k]) + 1 :][:1]
+        if after and hit.tokens + v.catalog.get(after[0]).tokens + 2 * MESSAGE_OVERHEAD <= cap:
+            assert after[0] in got
+        assert set(got) | set(r["omitted"]) == set(_ids(window))  # what is left out is named
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(k=st.integers(0, len(MESSAGES) - 1), cap=st.integers(64, 1200), depth=st.one_of(st.none(), st.just(1)))
+def test_expand_summary_query_cap_and_next_message_hold(ops: tuple[Path, list[str]], k: int, cap: int,
+                                                        depth: int | None) -> None:
+    """A summary expanded with the words of one of its messages: the cap holds and, when they fit, the
+    matching message and the one after it are returned."""
+    root, ids = ops
+    with Vault(root) as v:
+        leaf = v.catalog.get(ids[k]).covered
+        assume(leaf is not None)  # the fresh tail is not summarized
+        assert leaf is not None
+        top = v.dag.get(leaf).parent or leaf
+        words = " ".join(w for w in MESSAGES[k]["content"].split()[:4] if w.isalpha()) \
+            if isinstance(MESSAGES[k]["content"], str) else "config"
+        r = v.expand(top, query=words or "deadline", max_tokens=cap, depth=depth)
+        assert r["mode"] == "query" and r["tokens"] <= cap
+        plain = v.expand(top, max_tokens=cap, depth=depth)
+        assert plain["tokens"] <= cap
+        under = _ids(v.expand(top, max_tokens=10**7))
+        assert set(_ids(r)) <= set(under) and set(_ids(plain)) <= set(under)
+        if r["matched"]:
+            first = r["matched"][0]
+            pair = [first] + [m for m in under[under.index(first) + 1 :][:1]]
+            if sum(v.catalog.get(m).tokens + MESSAGE_OVERHEAD for m in pair) <= cap:
+                assert set(pair) <= set(_ids(r))  # the best match and the message after it
 
 
 def test_cli_expand_options(ops: tuple[Path, list[str]]) -> None:

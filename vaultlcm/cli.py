@@ -357,7 +357,9 @@ def grep(obj: Context, pattern: str, conversation: str | None, use_regex: bool, 
     """Search stored messages and summaries: words (stemmed), "phrases", prefix*, identifiers, or --regex.
 
     Each hit line gives its time (UTC), id, role, the summary covering it and the node shown
-    in its place in the model's context. Exits 1 when nothing matches, like grep.
+    in its place in the model's context. When few messages have every word, they come newest
+    first, then the summaries, then messages with some of the words (each says which). Exits 1
+    when nothing has every word, like grep.
     """
     from .tools import count_lines, hit_line, page_line
 
@@ -369,9 +371,12 @@ def grep(obj: Context, pattern: str, conversation: str | None, use_regex: bool, 
     elif count_only:
         click.echo("\n".join(count_lines({**result, "partial": False})))
     else:
+        if result.get("relaxed") and result["hits"]:
+            click.echo(f"{result['total']} hits have every word; the {result['some_words']} others have some "
+                       "of them (they say which).", err=True)
         for h in result["hits"]:
             click.echo(hit_line(h, with_conversation=True))
-        if result["total"] > len(result["hits"]) and result["hits"]:
+        if result.get("next_offset") is not None and result["hits"]:
             click.echo(page_line(result).replace("offset=", "--offset "), err=True)
         elif not result["total"]:
             click.echo("No matches.", err=True)

@@ -11,6 +11,23 @@ Each hit carries its time (ISO-8601 UTC), its role (messages), its conversation,
 newest first), ``newest`` or ``oldest``; ``total`` counts every match so a
 caller knows when to page on with ``offset``, and ``count`` asks for the
 totals alone, by kind and by day.
+
+Every word must match. When fewer than :data:`RELAX_BELOW` raw messages have
+every word (sorted by relevance), they all count as equally relevant and come
+newest first (a newer statement supersedes an older one; BM25 alone put a
+short stale line above the longer one that changed it), then the summaries
+with every word. For a query of several words grep does not stop there:
+after them come the raw messages with *some* of the plain words (the most
+words first, then by relevance; identifiers, numbers and quoted phrases still
+must match), and the result says so (``relaxed``, ``some_words``: how many of
+those follow, and each hit's ``matched`` words). A question's words rarely all
+sit in one message ("database host staging" vs "staging points at
+pg-stage-5"). Summaries are left out of that last part: a long one holds some
+of any few words by chance, and the messages it restates are searched
+themselves. ``total``,
+``by_kind`` and ``count`` always count the documents with every word; paging
+runs on through the relaxed hits. Common queries (many documents with every
+word) never pay for the second search.
 """
 
 from __future__ import annotations
@@ -19,6 +36,7 @@ import bisect
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +52,11 @@ if TYPE_CHECKING:
     from .vault import Vault
 
 SNIPPET_CHARS = 200
+#: When fewer raw messages than this have every word of a query, the hits with some of its words follow.
+RELAX_BELOW = 10
+#: ... unless the words are so common that ranking every document with one of them would cost more
+#: than a search should (``schema rollback`` where half the messages say "schema"): about this many.
+RELAX_MAX_DOCS = 5_000
 _READ_BATCH = 256  # messages read per step of a regex scan
 # Where each entry starts (its metadata line names it), and what in a metadata line says the entry's
 # text is not in the callout as plain lines (escaped, in a payload file, terminal codes taken out).
@@ -75,6 +98,7 @@ class Hit:
     covered_by: str | None = None
     shown_as: str | None = None
     shown_depth: int | None = None
+    matched: tuple[str, ...] | None = None  # a relaxed hit: the query's words it has
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"id": self.id, "kind": self.kind, "conversation": self.conversation, "snippet": self.snippet}
@@ -90,6 +114,8 @@ class Hit:
             d["shown_depth"] = self.shown_depth
         if self.score:
             d["score"] = round(self.score, 4)
+        if self.matched is not None:
+            d["matched"] = list(self.matched)
         return d
 
 
@@ -126,10 +152,14 @@ class GrepResult:
     by_kind: dict[str, int] = field(default_factory=dict)  # the total split: {"messages": n, "summaries": m}
     #: False when a regex scan stopped once the page was full: ``total`` is then a lower bound.
     total_exact: bool = True
+    #: Few documents have every word: they come first (``total`` of them), then ``some_words``
+    #: documents with some of the words (most words first).
+    relaxed: bool = False
+    some_words: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         end = self.offset + len(self.hits)
-        more = end < self.total or (not self.total_exact and len(self.hits) == self.limit)
+        more = end < self.total + self.some_words or (not self.total_exact and len(self.hits) == self.limit)
         out: dict[str, Any] = {
             "hits": [h.to_dict() for h in self.hits],
             "total": self.total,
@@ -143,6 +173,9 @@ class GrepResult:
             out["total_exact"] = False
         if self.partial:
             out["partial"] = True
+        if self.relaxed:
+            out["relaxed"] = True
+            out["some_words"] = self.some_words
         return out
 
 
@@ -192,14 +225,106 @@ def grep(
         counts = Counts(c.total, c.by_kind.get("message", 0), c.by_kind.get("summary", 0), c.per_day)
         return GrepResult([], c.total, offset, limit, sort, counts=counts)
     found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
-    if offset == 0 and len(found) < limit:  # everything is on this page: no need to count
-        total, by_kind = len(found), {k: sum(1 for h in found if h.kind == k) for k in ("message", "summary")}
-    else:
-        c = index.count_matches(pattern, **where)
-        total, by_kind = c.total, c.by_kind
-    hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq) for h in found]
+    total, by_kind = _totals(index, pattern, found, offset, limit, where, "all")
+    some = 0
+    if sort == "relevance" and kind != "summary" and by_kind["message"] < RELAX_BELOW:
+        found, some = _few(index, pattern, found, total, by_kind, offset, limit, where)
+    every = _labels(pattern) if some else None  # the hits from the search with every word say so
+    hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq,
+                matched=(h.matched if h.matched is not None else every) if some else None) for h in found]
     _place(vault, hits, view)
-    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind))
+    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind), relaxed=some > 0, some_words=some)
+
+
+Fetch = Callable[[int, int], list[Any]]
+
+
+def _few(index: Any, pattern: str, found: list[Any], total: int, by_kind: dict[str, int], offset: int, limit: int,
+         where: dict[str, Any]) -> tuple[list[Any], int]:
+    """The page when few raw messages have every word, and how many raw messages have some of them.
+
+    The order: the raw messages with every word, newest first (each states what the
+    question is about, and a newer statement supersedes an older one; BM25 would put
+    a short stale line above a longer one that changed it), joined, for a query of
+    three words or more, by the messages with all of them but one when those are few
+    too ("access tokens live" and "the access token lifetime went from ..."); then the
+    summaries with every word, by relevance; then, for a query of several words, the
+    raw messages with some of them (most words first, then by relevance). Only raw
+    messages: a long summary holds some of any few words by chance, and the messages
+    it restates are searched themselves.
+    """
+    n_msg, n_sum = by_kind["message"], by_kind["summary"]
+    msg_where = {**where, "kind": "message"}
+
+    def search(**kw: Any) -> Fetch:
+        return lambda start, n: index.search(pattern, limit=n, offset=start, **{**where, **kw})
+
+    if offset == 0 and len(found) == total:  # every match with all the words is on this page
+        first = [h for h in found if h.kind == "message"]
+        sums: Fetch = lambda start, n: [h for h in found if h.kind == "summary"][start : start + n]  # noqa: E731
+    else:
+        first = index.search(pattern, limit=n_msg, **msg_where) if n_msg else []
+        sums = search(kind="summary")
+    clauses = len(_labels(pattern))
+    relaxable = _relaxable(pattern) and index.some_words_docs(pattern) <= RELAX_MAX_DOCS
+    room = RELAX_BELOW - n_msg
+    # One match="any" search serves this page (its cost is ranking every document with one
+    # of the words, whatever the number kept): the messages with every word rank first.
+    pool = index.search(pattern, limit=room + offset + limit, offset=n_msg, match="any", **msg_where) \
+        if relaxable else []
+
+    def anyword(start: int, n: int) -> list[Any]:
+        if start + n <= len(pool) or len(pool) < room + offset + limit:  # the pool holds all there is
+            return pool[start : start + n]
+        return index.search(pattern, limit=n, offset=n_msg + start, match="any", **msg_where)
+
+    if relaxable and clauses >= 3:  # the messages with all the words but one rank right after
+        near = [h for h in pool[:room] if len(h.matched or ()) == clauses - 1]
+        if len(near) < room:
+            first += near
+    first.sort(key=lambda h: (h.at, h.seq, h.id), reverse=True)
+    skip = len(first)  # the messages already listed: under match="any" they rank first
+    segments: list[tuple[int, Fetch]] = [(len(first), lambda start, n: first[start : start + n]), (n_sum, sums)]
+    if relaxable:
+        segments.append((-1, lambda start, n: anyword(skip - n_msg + start, n)))
+    page: list[Any] = []
+    start = offset
+    for size, fetch in segments:
+        if 0 <= size <= start:
+            start -= size
+            continue
+        want = limit - len(page) if size < 0 else min(limit - len(page), size - start)
+        got = fetch(start, want) if want > 0 else []
+        page += got
+        if size < 0 and start == 0 and len(got) < want:  # the open-ended last part ends on this page
+            return page, len(first) - n_msg + len(got)
+        start = 0
+    if not relaxable:
+        return page, 0
+    return page, index.count_matches(pattern, match="any", **msg_where).total - n_msg
+
+
+def _labels(pattern: str) -> tuple[str, ...]:
+    from .index.query import parse_query
+
+    return tuple(p.label for p in parse_query(pattern).parts)
+
+
+def _totals(index: Any, pattern: str, found: list[Any], offset: int, limit: int, where: dict[str, Any],
+            match: str) -> tuple[int, dict[str, int]]:
+    """How many documents match in all, and by kind (counted only when the page does not tell)."""
+    if offset == 0 and len(found) < limit:  # everything is on this page: no need to count
+        return len(found), {k: sum(1 for h in found if h.kind == k) for k in ("message", "summary")}
+    c = index.count_matches(pattern, match=match, **where)
+    return c.total, dict(c.by_kind)
+
+
+def _relaxable(pattern: str) -> bool:
+    """Whether some of a query's clauses may match where all do not: several clauses, one a plain word."""
+    from .index.query import parse_query
+
+    pq = parse_query(pattern)
+    return len(pq.clauses) > 1 and any(not p.required for p in pq.parts)
 
 
 def _place(vault: "Vault", hits: list[Hit], view: ContextView | None) -> None:

@@ -26,8 +26,10 @@ TOOLS: list[dict[str, Any]] = [
         "description": (
             "Search the full stored history (raw messages and summaries), including everything compacted out "
             "of your context. Words must all match and also match their other forms (pinned/pin, "
-            "retries/retry); identifiers (LEDG-482, src/app.py, v2.14.1, compute_due_date, call_0042) match "
-            "exactly; use \"quoted phrases\" for exact wording, prefix*, or regex=true. Each hit line starts "
+            "retries/retry); identifiers (LEDG-482, src/app.py, v2.14.1, compute_due_date, "
+            "call_0042) match exactly; use \"quoted phrases\" for exact wording, prefix*, or regex=true. When few "
+            "messages have every word, they come newest first, then the summaries, then messages with some of "
+            "the words (most first; those hits say which they have). Each hit line starts "
             "with its time (UTC), then id, role, the summary covering it and the node that stands for it in "
             "your context. Facts change over time: when hits disagree, the newer statement supersedes the "
             "older one (sort=\"newest\" lists the latest first). The first line says how many hits match in "
@@ -143,6 +145,8 @@ def hit_line(h: dict[str, Any], *, with_conversation: bool = False) -> str:
         where.append("in your context")
     if with_conversation:
         where.append(f"conversation {h['conversation']}")
+    if h.get("matched") is not None:
+        where.append("has " + (", ".join(h["matched"]) or "a form of the words"))
     return f"[{_when(h['at'])}] {h['id']} ({', '.join(where)}): {h['snippet']}"
 
 
@@ -167,6 +171,8 @@ def page_line(r: dict[str, Any]) -> str:
     n = len(r["hits"])
     first = r["offset"] + 1
     line = f"{r['total']} matches (sort {r['sort']})"
+    if r.get("relaxed"):
+        line += f"; {r['some_words']} more hits have some of the words (listed after, most words first)"
     if n:
         line += f"; showing {first}-{r['offset'] + n}"
     if r.get("next_offset") is not None:

@@ -14,8 +14,12 @@ For each question the agent:
    10, for a counting question), a message with ``around=2`` and a summary with
    ``query=`` the grep words when ``expand`` accepts them;
 4. for a two-hop question, greps once more for up to 3 identifiers found in
-   the first round's results that the question does not name (nearest to the
-   question's words first), and expands the best hit of each.
+   the first round's results that the question does not name, and expands
+   the best hit of each: first those written near an identifier the question
+   names (in verbatim messages before summaries, whose lists of names put
+   unrelated ones side by side), then those in a sentence with the question's
+   other words; never one of the same form as the question's own (another
+   ticket, when it asks about a ticket).
 
 An answer is *found* when the scoring rule (``scoring.py``) holds on
 everything the agent saw, or, for a counting question, when grep reports a
@@ -42,13 +46,20 @@ from .scoring import context_text, latest_first, present
 LIMIT = 10
 EXPAND_TOKENS = 4000
 STOP = frozenset(
-    ["a", "about", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "for", "from", "get", "got", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "new", "now", "of", "on", "once", "one", "or", "our", "out", "over", "same", "say", "said", "should", "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "up", "us", "use", "used", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "change", "changed", "many", "much", "times", "time", "long", "big", "first", "last", "still", "go", "goes", "went", "happen", "happened", "want", "wants", "need", "needs", "take", "takes", "come", "came", "get", "put", "make", "called"]
+    ["a", "about", "after", "again", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does", "doing", "done", "for", "from", "get", "got", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "new", "now", "of", "on", "once", "one", "or", "our", "out", "over", "same", "say", "said", "should", "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "up", "us", "use", "used", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "change", "changed", "many", "much", "times", "time", "long", "big", "first", "last", "still", "go", "goes", "went", "happen", "happened", "want", "wants", "need", "needs", "take", "takes", "come", "came", "get", "put", "make", "called",
+     # the rest of the usual English stop words (NLTK's list): words a person does not search for
+     "above", "against", "below", "between", "both", "down", "during", "each", "few", "further", "here", "hers", "herself", "himself", "itself", "more", "most", "myself", "no", "nor", "not", "off", "only", "other", "ours", "ourselves", "own", "some", "such", "themselves", "through", "too", "under", "until", "very", "yours", "yourself", "yourselves", "because", "having", "his", "her", "him", "he", "she", "whom"]
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\s*…\s*|\n+")
-_IDENT = re.compile(
-    r"\b[A-Z]{2,}-\d+\b|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b"
-    r"|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"
-)
+_SHAPES = [
+    ("ticket", re.compile(r"[A-Z]{2,}-\d+")),
+    ("snake", re.compile(r"[a-z][a-z0-9]*(?:_[a-z0-9]+)+")),
+    ("camel", re.compile(r"[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+")),
+    ("hash", re.compile(r"(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}")),
+]
+_IDENT = re.compile("|".join(rf"\b{rx.pattern}\b" for _kind, rx in _SHAPES))
+#: How far (in characters) from an identifier the question names the next step may be written.
+HOP_WINDOW = 300
 
 
 def ranked_words(question: str) -> list[str]:
@@ -75,23 +86,44 @@ def content_words(question: str, k: int = 3) -> list[str]:
     return [w for w in dict.fromkeys(re.findall(r"[#\w][\w.\-/:#@']*[\w]|\w+", question)) if w in best] or best
 
 
-def next_hop(question: str, words: list[str], items: list[str]) -> list[str]:
-    """Identifiers the question does not name: those in a sentence with the question's words first, nearest first."""
+def next_hop(question: str, words: list[str], items: list[str], raw: list[bool] | None = None) -> list[str]:
+    """Identifiers the question does not name, most likely the next step first.
+
+    Best are those near an identifier the question names (within :data:`HOP_WINDOW`
+    characters), in verbatim messages before summaries (a summary's list of names
+    puts unrelated ones side by side); then those in a sentence with the question's
+    other words; nearest first. An identifier of the same form as one the question
+    names (another ticket when it asks about a ticket) is not the next step.
+    """
     asked = {w.lower() for w in re.findall(r"[\w-]+", question)}
-    anchors = [w.lower() for w in words]
+    named = [m.group() for m in _IDENT.finditer(question)]
+    shapes = [_shape(n) for n in named]
+    anchors = [w.lower() for w in words if w not in named]
+    raw = raw if raw is not None else [True] * len(items)
     ranked: dict[str, tuple[int, int, int]] = {}
-    for order, text in enumerate(items):
+
+    def rank(ident: str, key: tuple[int, int, int]) -> None:
+        if ident.lower() not in asked and _shape(ident) not in shapes and (ident not in ranked or key < ranked[ident]):
+            ranked[ident] = key
+
+    for order, (text, verbatim) in enumerate(zip(items, raw)):
+        low = text.lower()
+        strong = [m.start() for n in named for m in re.finditer(re.escape(n.lower()), low)]
+        for m in _IDENT.finditer(text) if strong else ():
+            dist = min(abs(m.start() - p) for p in strong)
+            if dist <= HOP_WINDOW:
+                rank(m.group(), (0 if verbatim else 1, dist, order))
         for sentence in _SENTENCE.split(text):
             low = sentence.lower()
             spots = [m.start() for a in anchors for m in re.finditer(re.escape(a), low)]
             for m in _IDENT.finditer(sentence):
-                ident = m.group()
-                if ident.lower() in asked:
-                    continue
-                key = (0, min(abs(m.start() - p) for p in spots), order) if spots else (1, 0, order)
-                if ident not in ranked or key < ranked[ident]:
-                    ranked[ident] = key
+                rank(m.group(), (2, min(abs(m.start() - p) for p in spots), order) if spots else (3, 0, order))
     return sorted(ranked, key=lambda i: ranked[i])
+
+
+def _shape(ident: str) -> str:
+    """What kind of identifier this is (a ticket, a snake_case name, a CamelCase name, a hash)."""
+    return next(kind for kind, rx in _SHAPES if rx.fullmatch(ident))
 
 
 def word_sets(ranked: list[str]) -> list[tuple[str, ...]]:
@@ -107,6 +139,7 @@ class Trace:
     query: str = ""
     calls: int = 0
     items: list[str] = field(default_factory=list)
+    raw: list[bool] = field(default_factory=list)  # per item: verbatim messages only (no summary text)
     snippet_items: int = 0
     total: int | None = None
 
@@ -153,13 +186,19 @@ class RecallAgent:
                 break
             trace.calls += 1
             if page == 0:
-                total = result.get("total", result.get("count"))
-                reported = total if isinstance(total, int) and not isinstance(total, bool) else None
+                reported = self._reported_count(result)
             got = result.get("hits", [])
             hits.extend(got)
             if not self.features["grep_offset"] or len(got) < LIMIT:
                 break
         return hits, reported
+
+    @staticmethod
+    def _reported_count(result: dict[str, Any]) -> int | None:
+        """How many messages match, when the result says: raw messages only (summaries restate them)."""
+        by_kind = result.get("by_kind")
+        total = by_kind.get("messages") if isinstance(by_kind, dict) else result.get("total", result.get("count"))
+        return total if isinstance(total, int) and not isinstance(total, bool) else None
 
     def expand(self, trace: Trace, hit: dict[str, Any], query: str) -> None:
         kwargs: dict[str, Any] = {"max_tokens": EXPAND_TOKENS}
@@ -176,6 +215,11 @@ class RecallAgent:
         parts = [s.get("text", "") for s in out.get("summaries", [])]
         parts.append(context_text(out.get("messages", [])))
         trace.items.append("\n".join(parts))
+        trace.raw.append(not out.get("summaries"))
+
+    def _add_hits(self, trace: Trace, hits: list[dict[str, Any]]) -> None:
+        trace.items.extend(self._hit_text(h) for h in hits)
+        trace.raw.extend(h.get("kind") != "summary" for h in hits)
 
     @staticmethod
     def _hit_text(hit: dict[str, Any]) -> str:
@@ -193,7 +237,7 @@ class RecallAgent:
             hits, trace.total = self.grep(trace, trace.query, pages)
             if hits:
                 break
-        trace.items.extend(self._hit_text(h) for h in hits)
+        self._add_hits(trace, hits)
         if counting:
             to_expand = [h for h in hits if h.get("kind") != "summary"][:10]
         else:
@@ -202,9 +246,9 @@ class RecallAgent:
         for h in to_expand:
             self.expand(trace, h, trace.query)
         if qa.kind == "two_hop":
-            for ident in next_hop(qa.question, words, trace.items)[:3]:
+            for ident in next_hop(qa.question, words, trace.items, trace.raw)[:3]:
                 more, _ = self.grep(trace, ident, 1)
-                trace.items.extend(self._hit_text(h) for h in more)
+                self._add_hits(trace, more)
                 if more:
                     self.expand(trace, more[0], ident)
         return trace

@@ -153,16 +153,19 @@ summary of everything older by the vault's own summarizer, with the rest of
 the budget as its target.
 
 **Scripted agent.** For each question: 1–3 content words from the question
-(never the answer), `grep` with limit 10 (dropping the weakest words when
-nothing matches; `offset` paging when the API has it), expand the 3 best hits within 4,000
-tokens (every message hit for counting), and for two-hop questions grep once
-more for identifiers found in the first results. "Latest first": for changed
+(never the answer; the usual English stop words left out), `grep` with limit 10
+(dropping the weakest words when nothing matches; `offset` paging when the API
+has it), expand the 3 best hits within 4,000 tokens (every message hit for
+counting), and for two-hop questions grep once more for identifiers found in
+the first results (those written near an identifier the question names first,
+verbatim messages before summaries, never one of the same form as the
+question's own). "Latest first": for changed
 values, the first thing the agent saw holding the latest value came no later
 than the first holding the stale one. Newer recall options are used when the
 API has them, detected from the signatures of `Vault.grep` / `Vault.expand`
-(`offset`, `around`, `query`) and from the keys of a grep result (`total` or
-`count`: a counting question is also answered when that total equals the
-count). In this run: {used}.
+(`offset`, `around`, `query`) and from the keys of a grep result (the raw
+messages of `by_kind`, else `total` or `count`: a counting question is also
+answered when that number equals the count). In this run: {used}.
 
 **Reading the context table.** *budget use* is `estimated_tokens / budget`
 of what `assemble` returned; *assemble wrote* says whether the call changed a

@@ -14,9 +14,10 @@ when an index is opened, so importing this package stays cheap. The modules:
 
 from __future__ import annotations
 
-from .base import SORTS, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex, open_index
+from .base import MATCHES, SORTS, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex, open_index
 
 __all__ = [
+    "MATCHES",
     "SORTS",
     "IndexDoc",
     "IndexLocked",

@@ -10,11 +10,17 @@ in :mod:`vaultlcm.index.query`; buffering, background commits and the writer
 lock in :mod:`vaultlcm.index.buffered`.
 
 Results come in one of :data:`SORTS`: ``relevance`` (BM25 in bands: hits
-within 30% of a band's best score, equal ones included however the floats
-round, come newest first; see :mod:`vaultlcm.index.buffered`),
+of comparable score, equal ones included however the floats round, come
+newest first; see :mod:`vaultlcm.index.buffered`),
 ``newest`` or ``oldest`` (by ``at``, then conversation order ``seq``). Searches
 page with ``offset``; :meth:`SearchIndex.count_matches` counts every match, by
 kind and by day, so a caller knows how many pages there are.
+
+A query's words must all match (``match="all"``, the default). With
+``match="any"`` a document needs one of them, and documents with more of the
+words come first (then by relevance, as above); each hit then names the words it
+has (:attr:`SearchHit.matched`). A caller uses it when every word together finds
+nothing: the words of a question rarely all sit in one message.
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ KINDS = ("message", "summary")
 BACKENDS = ("whoosh", "tantivy")
 #: The orders :meth:`SearchIndex.search` can return hits in.
 SORTS = ("relevance", "newest", "oldest")
+#: How many of a query's words a document must have: every one, or at least one.
+MATCHES = ("all", "any")
 
 
 # --------------------------------------------------------------------------- types
@@ -58,6 +66,8 @@ class SearchHit:
     """One search result; ``snippet`` is plain text around the first match.
 
     ``score`` is the BM25 score under ``relevance`` and 0.0 under the time sorts.
+    ``matched`` (``match="any"`` only) names the query's words the hit has, as
+    they were written in the query.
     """
 
     id: str
@@ -69,6 +79,7 @@ class SearchHit:
     role: str = ""
     depth: int = -1
     seq: int = 0
+    matched: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -101,12 +112,16 @@ class IndexLocked(IndexError_):
 
 @dataclass(frozen=True)
 class Filters:
-    """Search filters, already validated (``since`` inclusive, ``before`` exclusive)."""
+    """Search filters, already validated (``since`` inclusive, ``before`` exclusive).
+
+    ``match`` says how many of the query's clauses a document needs (:data:`MATCHES`).
+    """
 
     kind: str | None = None
     conversations: tuple[str, ...] | None = None
     since: float | None = None
     before: float | None = None
+    match: str = "all"
 
 
 class SearchIndex(ABC):
@@ -135,11 +150,20 @@ class SearchIndex(ABC):
         limit: int = 20,
         offset: int = 0,
         sort: str = "relevance",
+        match: str = "all",
     ) -> list[SearchHit]:
         """Hits ``offset`` to ``offset + limit`` for ``query`` in ``sort`` order.
 
-        Sees everything added before the call.
+        Sees everything added before the call. ``match="any"``: see the module docstring.
         """
+
+    def some_words_docs(self, query: str) -> int:
+        """About how many documents hold one of the query's plain words (what ``match="any"`` must score).
+
+        From the words' document frequencies, without expanding prefixes: cheap, a
+        guide to whether a ``match="any"`` search is worth its cost, not a count.
+        """
+        return 0
 
     @abstractmethod
     def count_matches(
@@ -151,6 +175,7 @@ class SearchIndex(ABC):
         since: float | None = None,
         before: float | None = None,
         per_day: bool = False,
+        match: str = "all",
     ) -> MatchCount:
         """Count every document ``search`` would find for the same arguments."""
 

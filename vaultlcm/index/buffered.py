@@ -52,8 +52,10 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from ..errors import IndexError_, UsageError
-from .base import KINDS, SORTS, Filters, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex
-from .query import ParsedQuery, make_snippet, parse_query, stemmer_name
+from .base import (
+    KINDS, MATCHES, SORTS, Filters, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex,
+)
+from .query import ParsedQuery, QAny, QTerm, make_snippet, matched_words, parse_query, stemmer_name
 
 #: 2: stemmed words (stem tokens), CJK characters as words, seq and kind columns.
 SCHEMA_VERSION = 2
@@ -65,6 +67,10 @@ RELEVANCE_BAND = 0.3
 BAND_SIZE = 64
 #: A tie at the cut is resolved over at most this many fetched documents.
 MAX_TIE_FETCH = 10_000
+#: Under ``match="any"`` each clause a document matches adds this to its score, so
+#: documents with more of the words come first whatever their BM25 (a sum of BM25
+#: scores stays far below it). A power of two: exact in the float32 scores of Tantivy.
+COORD = 4096.0
 VERSION_FILE = "vaultlcm-index.json"
 LOCK_FILE = "writer.lock"
 PID_FILE = "writer.pid"
@@ -396,16 +402,19 @@ class BufferedIndex(SearchIndex):
                 self._guard(self._n_refresh, "refresh")
 
     def _filters(
-        self, kind: str | None, conversations: Sequence[str] | None, since: float | None, before: float | None
+        self, kind: str | None, conversations: Sequence[str] | None, since: float | None, before: float | None,
+        match: str = "all",
     ) -> Filters | None:
         """Validated filters, or None when they can match nothing."""
         if kind is not None and kind not in KINDS:
             raise UsageError(f"search kind must be one of {KINDS} or None, not {kind!r}")
+        if match not in MATCHES:
+            raise UsageError(f"search match must be one of {', '.join(MATCHES)}, not {match!r}")
         if isinstance(conversations, str):
             conversations = [conversations]
         if conversations is not None and not conversations:
             return None
-        return Filters(kind, tuple(conversations) if conversations is not None else None, since, before)
+        return Filters(kind, tuple(conversations) if conversations is not None else None, since, before, match)
 
     def search(
         self,
@@ -418,12 +427,13 @@ class BufferedIndex(SearchIndex):
         limit: int = 20,
         offset: int = 0,
         sort: str = "relevance",
+        match: str = "all",
     ) -> list[SearchHit]:
         if sort not in SORTS:
             raise UsageError(f"search sort must be one of {', '.join(SORTS)}, not {sort!r}")
         if offset < 0:
             raise UsageError(f"search offset must be 0 or more, not {offset}")
-        filters = self._filters(kind, conversations, since, before)
+        filters = self._filters(kind, conversations, since, before, match)
         pq = parse_query(query)
         if not pq.clauses or limit <= 0 or filters is None:
             return []
@@ -440,14 +450,26 @@ class BufferedIndex(SearchIndex):
         since: float | None = None,
         before: float | None = None,
         per_day: bool = False,
+        match: str = "all",
     ) -> MatchCount:
-        filters = self._filters(kind, conversations, since, before)
+        filters = self._filters(kind, conversations, since, before, match)
         pq = parse_query(query)
         if not pq.clauses or filters is None:
             return MatchCount(0, {k: 0 for k in KINDS}, {})
         self.flush()
         with self._read_lock:
             return self._guard(self._n_tally, "count", pq, filters, per_day)
+
+    def some_words_docs(self, query: str) -> int:
+        pq = parse_query(query)
+        terms = [[o.text for o in (c.options if isinstance(c, QAny) else (c,)) if isinstance(o, QTerm)]
+                 for c, part in zip(pq.clauses, pq.parts) if not part.required]
+        if not terms:
+            return 0
+        self.flush()
+        with self._read_lock:
+            return sum(max((self._guard(self._n_doc_freq, "count", t) for t in options), default=0)
+                       for options in terms)
 
     def _ranked(self, pq: ParsedQuery, filters: Filters, limit: int, offset: int, sort: str) -> list[SearchHit]:
         need = offset + limit
@@ -469,10 +491,13 @@ class BufferedIndex(SearchIndex):
             return []
         stored = self._n_load([r[4] for r in page])
         scored = sort == "relevance"
+        anyword = filters.match == "any"
         return [
-            SearchHit(id=f["id"], kind=f["kind"], conversation=f["conversation"], score=float(score) if scored else 0.0,
+            SearchHit(id=f["id"], kind=f["kind"], conversation=f["conversation"],
+                      score=split_score(score)[1] if scored else 0.0,
                       snippet=make_snippet(f["text"], pq), at=float(at), role=f.get("role") or "",
-                      depth=int(f.get("depth", -1)), seq=int(seq))
+                      depth=int(f.get("depth", -1)), seq=int(seq),
+                      matched=matched_words(f["text"], pq) if anyword else None)
             for (score, at, seq, _key, _ref), f in zip(page, stored)
         ]
 
@@ -575,6 +600,10 @@ class BufferedIndex(SearchIndex):
         """Count every match, by kind (and by UTC day when asked)."""
 
     @abstractmethod
+    def _n_doc_freq(self, term: str) -> int:
+        """How many committed documents hold ``term`` (deleted ones may still count)."""
+
+    @abstractmethod
     def _n_load(self, refs: list[Any]) -> list[dict[str, Any]]:
         """Stored ``id``, ``kind``, ``conversation``, ``text``, ``role`` and ``depth`` for each ref."""
 
@@ -611,9 +640,18 @@ def tie_key(doc_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest(), "big", signed=True)
 
 
+def split_score(score: float) -> tuple[int, float]:
+    """``(clauses matched, BM25)`` of a ``match="any"`` score (0 clauses for an ordinary score)."""
+    if score < COORD:
+        return 0, score
+    k = int(score // COORD)
+    return k, score - k * COORD
+
+
 def _in_band(lead: float, score: float) -> bool:
     """True when ``score`` belongs to the relevance band that ``lead`` starts."""
-    return lead - score <= max(RELEVANCE_BAND, TIE_TOLERANCE) * abs(lead)
+    (kl, bl), (ks, bs) = split_score(lead), split_score(score)
+    return kl == ks and bl - bs <= max(RELEVANCE_BAND, TIE_TOLERANCE) * abs(bl)
 
 
 def _bands(scores: list[float]) -> list[int]:

@@ -12,6 +12,10 @@ Query language (identical on both backends, never raises on odd input)
   ``pin``, ``retries`` and ``retry``, ``deploys`` and ``deployed``): words are
   stemmed with the Snowball English stemmer, the algorithm of Tantivy's
   ``en_stem`` tokenizer.
+* With ``match="any"`` (see :class:`~vaultlcm.index.base.SearchIndex`), a
+  document needs only one of the plain words, and is ranked by how many it has;
+  identifiers, numbers and quoted phrases still must match (``commit fixed
+  LEDG-482``: documents about LEDG-482, those with more of the words first).
 * ``"disk is full"`` -- a quoted phrase: the words in this order, adjacent,
   exactly as written (no stemming: quotes are the way to ask for one form). An
   unterminated quote runs to the end of the query.
@@ -57,7 +61,6 @@ MAX_TOKEN_CHARS = 64
 SNIPPET_CHARS = 200
 #: Prefix of stem tokens (never a word character, so no text token starts with it).
 STEM_MARK = "~"
-
 
 # ------------------------------------------------------------------------ analysis
 
@@ -226,13 +229,26 @@ QNode = QTerm | QPhrase | QPrefix | QPhrasePrefix | QAny
 
 
 @dataclass(frozen=True)
+class ClauseMatch:
+    """What one clause looks for in a text: tokens and token prefixes (for snippets and ``matched``)."""
+
+    label: str  # the clause as the user wrote it
+    terms: frozenset[str]
+    prefixes: tuple[str, ...]
+    #: Not a plain word: an identifier, a number, a "quoted phrase". Under ``match="any"`` it
+    #: must still match (it names what the query is about); only plain words are optional.
+    required: bool = False
+
+
+@dataclass(frozen=True)
 class ParsedQuery:
-    """A query in backend-neutral form: every clause must match."""
+    """A query in backend-neutral form: every clause must match (or, with ``match="any"``, one)."""
 
     clauses: tuple[QNode, ...]
     terms: frozenset[str]  # exact tokens (and stem tokens), for snippets
     prefixes: tuple[str, ...]  # prefixes, for snippets
     hints: tuple[str, ...] = ()  # text a stemmed word's forms share, for the snippet pre-scan
+    parts: tuple[ClauseMatch, ...] = ()  # one per clause, in order
 
 
 # A quoted phrase (closing quote optional) or a run of non-space, non-quote chars.
@@ -292,17 +308,38 @@ def parse_query(query: str) -> ParsedQuery:
     return no hits for such a query.
     """
     clauses: list[QNode] = []
-    terms: set[str] = set()
-    prefixes: list[str] = []
+    parts: list[ClauseMatch] = []
+    all_terms: set[str] = set()
+    all_prefixes: list[str] = []
     hints: list[str] = []
     for m in _QUERY_PART.finditer(query or ""):
         quoted = m.group(1) is not None
         raw = (m.group(1) if quoted else m.group(2)).strip()
         core = raw.rstrip("*")
+        terms: set[str] = set()
+        prefixes: list[str] = []
         node = _word_clause(core, core != raw, quoted, terms, prefixes, hints)
         if node is not None and node not in clauses:
             clauses.append(node)
-    return ParsedQuery(tuple(clauses), frozenset(terms), tuple(prefixes), tuple(hints))
+            plain = not quoted and core.isalpha()
+            parts.append(ClauseMatch(f'"{raw}"' if quoted else raw, frozenset(terms), tuple(prefixes), not plain))
+            all_terms |= terms
+            all_prefixes += [p for p in prefixes if p not in all_prefixes]
+    return ParsedQuery(tuple(clauses), frozenset(all_terms), tuple(all_prefixes), tuple(hints), tuple(parts))
+
+
+def matched_words(text: str, pq: ParsedQuery) -> tuple[str, ...]:
+    """The clauses of ``pq`` (as the user wrote them) that ``text`` holds a token of.
+
+    A hint for the reader of a ``match="any"`` hit (a phrase counts when one of
+    its words occurs), not a second search: the index decided what matches.
+    """
+    tokens = {tok for tok, _pos, _start, _end in iter_tokens(text)}
+    out = []
+    for part in pq.parts:
+        if (part.terms & tokens) or (part.prefixes and any(t.startswith(part.prefixes) for t in tokens)):
+            out.append(part.label)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=256)
@@ -338,9 +375,54 @@ def _first_match(text: str, pq: ParsedQuery) -> int:
     return 0
 
 
+#: The passage search of a snippet looks at this many candidate places at most (long tool outputs).
+MAX_SNIPPET_CANDIDATES = 64
+
+
+def _best_match(text: str, pq: ParsedQuery, width: int) -> int:
+    """Offset of the match that starts the passage holding the most of the query's clauses.
+
+    A message often names a query word early in passing and states the fact the
+    query is about later ("the retry path ... I bumped the webhook retry limit
+    from 5 attempts to 8 attempts"): the snippet shows where the words meet. The
+    first such passage wins; a one-clause query takes its first match.
+    """
+    if len(pq.parts) < 2:
+        return _first_match(text, pq)
+    rx = _candidates(pq)
+    found: list[tuple[int, int]] = []  # (offset, clause)
+    pos, seen = 0, 0
+    while seen < MAX_SNIPPET_CANDIDATES and (m := rx.search(text, pos)) is not None:
+        seen += 1
+        run_start = max(text.rfind(c, 0, m.start()) for c in " \n\t\r") + 1
+        ws = _SPACES.search(text, m.end())
+        run_end = ws.start() if ws else len(text)
+        for tok, _pos, start, _end in iter_tokens(text[run_start:run_end]):
+            for k, part in enumerate(pq.parts):
+                if tok in part.terms or (part.prefixes and tok.startswith(part.prefixes)):
+                    found.append((run_start + start, k))
+        pos = run_end
+    if not found:
+        return _first_match(text, pq)
+    reach = width - width // 4  # the passage shown after the match it starts from
+    best, best_n = found[0][0], 0
+    inside: dict[int, int] = {}  # clause -> matches in the window found[i] .. found[j - 1]
+    j = 0
+    for at, k in found:  # a window starting at each match, slid along (offsets ascend)
+        while j < len(found) and found[j][0] - at <= reach:
+            inside[found[j][1]] = inside.get(found[j][1], 0) + 1
+            j += 1
+        if len(inside) > best_n:
+            best, best_n = at, len(inside)
+        inside[k] -= 1
+        if not inside[k]:
+            del inside[k]
+    return best
+
+
 def make_snippet(text: str, pq: ParsedQuery, width: int = SNIPPET_CHARS) -> str:
-    """About ``width`` characters of ``text`` around the first match, one line."""
-    hit = _first_match(text, pq)
+    """About ``width`` characters of ``text`` around the passage that best matches, one line."""
+    hit = _best_match(text, pq, width)
     # Start a little before the match, on a word boundary when one is near.
     begin = max(0, hit - width // 4)
     if begin:  # snap to the word boundary nearest to the ideal start

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import IndexError_
 from .base import Filters, IndexDoc, MatchCount
-from .buffered import BufferedIndex, Row, match_count, tie_key
+from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
 from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, iter_tokens
 
 try:
@@ -174,7 +174,18 @@ class TantivyIndex(BufferedIndex):
         return out
 
     def _query(self, pq: ParsedQuery, filters: Filters) -> Any:
-        clauses = [(Occur.Must, self._compile(c)) for c in pq.clauses]
+        compiled = [self._compile(c) for c in pq.clauses]
+        if filters.match == "any" and len(compiled) > 1 and not all(p.required for p in pq.parts):
+            # Each clause a document has adds COORD to its BM25: more of the words first. Plain
+            # words are optional (one is enough when nothing is required), the rest required.
+            def coord(c: Any) -> Any:
+                return Query.boolean_query([(Occur.Should, Query.const_score_query(c, COORD)), (Occur.Should, c)])
+
+            required = [(Occur.Must, coord(c)) for c, p in zip(compiled, pq.parts) if p.required]
+            optional = [(Occur.Should, coord(c)) for c, p in zip(compiled, pq.parts) if not p.required]
+            clauses = required + [(Occur.Must if not required else Occur.Should, Query.boolean_query(optional))]
+        else:
+            clauses = [(Occur.Must, c) for c in compiled]
         filt: list[Any] = []
         if filters.kind is not None:
             filt.append((Occur.Must, Query.term_query(self._schema, "kind", filters.kind)))
@@ -222,6 +233,9 @@ class TantivyIndex(BufferedIndex):
                 if day["doc_count"]:
                     by_day[(int(day["key"] // 86400), kind)] += int(day["doc_count"])
         return match_count(by_kind, by_day)
+
+    def _n_doc_freq(self, term: str) -> int:
+        return int(self._searcher.doc_freq("text", term))
 
     def _compile(self, node: QNode) -> Any:
         schema = self._schema

@@ -44,7 +44,7 @@ from whoosh.matching.wrappers import RequireMatcher
 from ..procs import bind_forked_children, die_with_parent
 from ..errors import IndexError_
 from .base import Filters, IndexDoc, MatchCount
-from .buffered import BufferedIndex, Row, match_count, tie_key
+from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
 from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, iter_tokens
 
 #: Expand a prefix into at most this many scored terms; beyond it, match them all
@@ -294,7 +294,17 @@ class WhooshIndex(BufferedIndex):
 
     def _query(self, pq: ParsedQuery, filters: Filters) -> Any:
         reader = self._searcher.reader()
-        q: Any = query.And([self._compile(c, reader) for c in pq.clauses])
+        compiled = [self._compile(c, reader) for c in pq.clauses]
+        q: Any
+        optional = [c for c, part in zip(compiled, pq.parts) if not part.required]
+        if filters.match == "any" and len(compiled) > 1 and optional:
+            # Each clause a document has adds COORD to its BM25: more of the words first.
+            anyof = query.Or([query.Or([query.ConstantScoreQuery(c, COORD), c]) for c in optional])
+            required = [query.Or([query.ConstantScoreQuery(c, COORD), c])
+                        for c, part in zip(compiled, pq.parts) if part.required]
+            q = query.AndMaybe(query.And(required) if len(required) > 1 else required[0], anyof) if required else anyof
+        else:
+            q = query.And(compiled)
         filt: list[Any] = []
         if filters.kind is not None:
             filt.append(query.Term("kind", filters.kind))
@@ -357,6 +367,9 @@ class WhooshIndex(BufferedIndex):
             if per_day:
                 by_day[(int(t // 86400), k)] += 1
         return match_count(by_kind, by_day)
+
+    def _n_doc_freq(self, term: str) -> int:
+        return int(self._searcher.reader().doc_frequency("text", term))
 
     def _compile(self, node: QNode, reader: Any) -> Any:
         if isinstance(node, QTerm):
