@@ -316,7 +316,9 @@ class MessageLog:
                     if entry is None or entry.id != row.id:
                         out[i] = (row, self._reread(row))
                         continue
-                    store = stores.setdefault(row.conv, self._store(row.conv))
+                    store = stores.get(row.conv)
+                    if store is None:
+                        store = stores[row.conv] = self._store(row.conv)
                     out[i] = (row, decode_entry(entry, store))
             finally:
                 os.close(fd)

@@ -19,6 +19,7 @@ megabyte on one line) costs linear time.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -128,6 +129,8 @@ _NAME_CANDIDATE = re.compile(r"(?<![\w/.`-])[^\W\d_]{3,}(?:-[^\W\d_]{3,})?(?![\w
 
 def _capitalized(word: str) -> bool:
     """"Tomás", "Maya Okafor", "Lord-Howe": each part an upper-case letter, then lower-case ones."""
+    if "-" not in word and " " not in word:
+        return word[:1].isupper() and word[1:].islower()
     return all(part[:1].isupper() and part[1:].islower() for part in re.split(r"[- ]", word))
 #: Capitalized words that start sentences or name things everybody knows: not people.
 _NOT_NAMES = frozenset(
@@ -272,8 +275,18 @@ def names_in(text: str) -> list[str]:
     lower-case word, a digit or a comma), or when a verb follows it ("Greta
     took over").
     """
+    return list(_names_in(text[:MAX_UNIT_CHARS]))
+
+
+#: Units remembered by :func:`names_in` and :func:`facts_of`: a digest looks at the same
+#: sentence several times (scoring, key phrases, clipping, the condensed note above it).
+#: Units are at most :data:`MAX_UNIT_CHARS` long, so the caches stay a few megabytes.
+_UNIT_CACHE = 1 << 12
+
+
+@functools.lru_cache(maxsize=_UNIT_CACHE)
+def _names_in(t: str) -> tuple[str, ...]:
     out = []
-    t = text[:MAX_UNIT_CHARS]
     words = [(m.start(), m.group()) for m in _NAME_CANDIDATE.finditer(t) if _capitalized(m.group())]
     k = 0
     while k < len(words):
@@ -291,16 +304,20 @@ def names_in(text: str) -> list[str]:
         if not mid_sentence and not _SUBJECT_VERB.match(t, start + len(word)):
             continue
         out.append(word)
-    return out
+    return tuple(out)
 
 
 def facts_of(text: str) -> Facts:
     """The facts in one unit (see the module docstring)."""
-    t = text[:MAX_UNIT_CHARS]
+    return _facts_of(text[:MAX_UNIT_CHARS])
+
+
+@functools.lru_cache(maxsize=_UNIT_CACHE)
+def _facts_of(t: str) -> Facts:
     dates = len(DATE_RE.findall(t))
     numbers = len(NUMBER_UNIT_RE.findall(t)) + len(_COUNTED.findall(t)) or (1 if _BIG_NUMBER.search(t) else 0)
     return Facts(
-        names=min(3, len(names_in(t))),
+        names=min(3, len(_names_in(t))),
         role=bool(ROLE_RE.search(t)),
         dates=min(3, dates),
         numbers=min(3, numbers),

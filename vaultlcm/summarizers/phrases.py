@@ -124,6 +124,14 @@ _CHANGE_FORMS = (
         _I,
     ),
 )
+#: What each of :data:`_CHANGE_FORMS` cannot match without (a cheap literal search first):
+#: the patterns open with a lazy key of up to 40 characters, which costs a scan at every
+#: position of every sentence, while most sentences hold none of these words.
+_CHANGE_NEEDS = (
+    re.compile(r"\sfrom\s", _I),
+    re.compile(r"\sfrom\s", _I),
+    re.compile(r"\(was:?\s", _I),
+)
 _KEY_DROP = re.compile(r"^(?:the|our|a|an|so|and|but|then|now|also|ok|okay)\s+", _I)
 
 
@@ -142,8 +150,8 @@ class ValueChange:
 def value_change(text: str) -> ValueChange | None:
     """The value change ``text`` states, if it states one in a recognizable form."""
     t = text[:MAX_UNIT_CHARS]
-    for pattern in _CHANGE_FORMS:
-        m = pattern.search(t)
+    for pattern, needs in zip(_CHANGE_FORMS, _CHANGE_NEEDS):
+        m = pattern.search(t) if needs.search(t) else None
         if not m:
             continue
         key = m.group("key").strip(" .,:;'\"`")
@@ -215,7 +223,7 @@ def value_changes(text: str) -> list[ValueChange]:
     t = text[:MAX_UNIT_CHARS]
     found = []
     for segment in re.split(r" · |; |, (?=[^()]*(?:\(|$))", t):
-        m = _CHANGE_FORMS[2].search(segment)
+        m = _CHANGE_FORMS[2].search(segment) if _CHANGE_NEEDS[2].search(segment) else None
         if m:
             change = value_change(segment)
             if change is not None:
