@@ -76,7 +76,7 @@ PROVIDER_BACKOFF_SECONDS = 60.0
 #: Decoded messages kept during one compaction run (see ``Compactor._read_rows``).
 READ_CACHE_SIZE = 4096
 #: Messages of an uncovered run looked at per step when planning leaves (widened when a chunk needs more).
-RUN_WINDOW = 2048
+RUN_WINDOW = 128
 
 
 def message_for_summary(msg: Message) -> str:
