@@ -295,9 +295,11 @@ class Compactor:
                 taken = len(chunk)
                 if full and pos + len(chunk) < len(run):
                     chunk = self._turn_end(chunk)
+                turned = len(chunk)
                 chunk = self._keep_tool_pairs(chunk, run[pos:])  # type: ignore[arg-type]
-                if not complete and pos + max(taken, len(chunk)) + 8 >= len(run):
-                    # the chunk reached the end of the window (a long chain of tool results): widen it
+                if not complete and (pos + max(taken, len(chunk)) + 8 >= len(run) or len(chunk) < turned):
+                    # The chunk reached the end of the window, or was cut before a call whose result
+                    # may lie past it (a long chain of tool results): widen the window and look again.
                     window *= 2
                     seen, complete = self._grow_run(items, seen, end, window, run)
                     continue

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..tokens import count_tokens, truncate_to_tokens
-from .facts import CLAUSE_RE, DATE_RE, IDENT_RE, MAX_UNIT_CHARS, MONTHS, NUMBER_UNIT_RE, ROLE_RE, names_in, score
+from .facts import CLAUSE_RE, DATE_RE, IDENT_RE, MAX_UNIT_CHARS, MONTHS, NUMBER_UNIT_RE, ROLE_GATE, ROLE_RE, names_in, score
 
 _I = re.IGNORECASE
 
@@ -247,7 +247,7 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
     t = text[:MAX_UNIT_CHARS]
     found: list[tuple[str, str]] = []
     found.extend((change.render(), "change") for change in value_changes(t))
-    role = ROLE_RE.search(t)
+    role = ROLE_GATE.search(t)
     for name in names_in(t):
         if role:
             # "Greta took over on-call": the name with the few words that say what they do.
