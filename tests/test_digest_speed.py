@@ -23,7 +23,8 @@ from vaultlcm import Vault, compaction
 from vaultlcm.summarizers import facts, phrases
 from vaultlcm.tokens import count_tokens, encoding
 
-GATES = {name: g for name, g in vars(facts).items() if isinstance(g, facts.Gated)}
+GATES = {f"{mod.__name__}.{name}": g for mod in (facts, phrases) for name, g in vars(mod).items()
+         if isinstance(g, facts.Gated)}
 #: Letters that case-insensitive matching treats like ASCII ones, and other troublemakers.
 ODD = ["ſ", "K", "İ", "ı", "é", "ß", "\u200b", "→", "٣", "😀", "\r\n", "\t", "'", "’", "-", "#", "`", "(", ")", ":"]
 
@@ -57,6 +58,8 @@ def test_a_gate_matches_exactly_where_its_pattern_does(data: st.DataObject) -> N
         text = data.draw(_texts(gate.needs), label=name)
         assert _span(gate.search(text)) == _span(gate.pattern.search(text)), name
         assert gate.findall(text) == gate.pattern.findall(text), name
+        assert [_span(m) for m in gate.finditer(text, facts.ascii_lower(text))] == [
+            _span(m) for m in gate.pattern.finditer(text)], name
 
 
 @hsettings(max_examples=100, deadline=None)

@@ -107,7 +107,7 @@ def encoding() -> "tiktoken.Encoding":
 
 
 #: Texts up to this many characters have their counts remembered (:func:`_count_short`).
-CACHED_CHARS = 2048
+CACHED_CHARS = 1200
 CACHED_LONG_CHARS = 1 << 18
 
 
@@ -122,11 +122,11 @@ def count_tokens(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
 
 
-@functools.lru_cache(maxsize=1 << 14)
+@functools.lru_cache(maxsize=1 << 13)
 def _count_short(text: str) -> int:
     """The count of a short text, remembered: the digest sizes the same sentences, clauses and lines
     again and again while it fits a summary to its target. Bounded in entries and in text size
-    (at most ``2**14`` texts of :data:`CACHED_CHARS`), so a long-running process stays flat."""
+    (at most ``2**13`` texts of :data:`CACHED_CHARS`), so a long-running process stays flat."""
     return len(encoding().encode(text, disallowed_special=()))
 
 

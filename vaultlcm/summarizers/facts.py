@@ -141,21 +141,34 @@ class Gated:
         self.pattern = pattern
         self.needs = needs
 
-    def search(self, text: str) -> re.Match[str] | None:
-        return self.pattern.search(text) if self.may_match(text) else None
+    def search(self, text: str, low: str | None = "") -> re.Match[str] | None:
+        """``pattern.search(text)``; ``low`` is :func:`ascii_lower` of ``text`` when the caller has it."""
+        return self.pattern.search(text) if self.may_match(text, low) else None
 
-    def findall(self, text: str) -> list[Any]:
-        return self.pattern.findall(text) if self.may_match(text) else []
+    def findall(self, text: str, low: str | None = "") -> list[Any]:
+        return self.pattern.findall(text) if self.may_match(text, low) else []
 
-    def may_match(self, text: str) -> bool:
+    def finditer(self, text: str, low: str | None = "") -> Iterator[re.Match[str]]:
+        return self.pattern.finditer(text) if self.may_match(text, low) else iter(())
+
+    def may_match(self, text: str, low: str | None = "") -> bool:
         """False only when the pattern cannot match ``text``."""
-        if text.isascii():
-            low = text.lower()
-            return any(word in low for word in self.needs)
-        return True
+        if low == "":
+            low = ascii_lower(text)
+        if low is None:
+            return True
+        for word in self.needs:
+            if word in low:
+                return True
+        return False
 
 
-_DIGITS = tuple("0123456789")
+def ascii_lower(text: str) -> str | None:
+    """``text`` in lower case when it is ASCII (what :class:`Gated` compares), else None."""
+    return text.lower() if text.isascii() else None
+
+
+DIGITS = tuple("0123456789")
 ROLE_GATE = Gated(ROLE_RE, (
     "over", "call", "own", "lead", "review", "approv", "manager", "maintainer", "assign", "responsible for",
     "in charge of", "will run", "pick", "point of contact", "join", "is out", "is away", "out of office", "ooo",
@@ -191,10 +204,10 @@ _ERROR_GATE = Gated(_ERROR, (
     "error", "exception", "traceback", "fail", "crash", "panic", "broken", "bug", "regression", "out", "refused",
     "denied", "flaky", "red"))
 #: Every branch of these holds a digit, or (dates) a day's name or a relative day.
-DATE_GATE = Gated(DATE_RE, (*_DIGITS, "day", "tomorrow", "tonight", "next week", "end of"))
-_NUMBER_GATE = Gated(NUMBER_UNIT_RE, _DIGITS)
-_COUNTED_GATE = Gated(_COUNTED, _DIGITS)
-_BIG_NUMBER_GATE = Gated(_BIG_NUMBER, _DIGITS)
+DATE_GATE = Gated(DATE_RE, (*DIGITS, "day", "tomorrow", "tonight", "next week", "end of"))
+NUMBER_GATE = Gated(NUMBER_UNIT_RE, DIGITS)
+_COUNTED_GATE = Gated(_COUNTED, DIGITS)
+_BIGNUMBER_GATE = Gated(_BIG_NUMBER, DIGITS)
 
 #: A word or two of letters (any script); :func:`_capitalized` keeps the ones written like names.
 _NAME_CANDIDATE = re.compile(r"(?<![\w/.`-])[^\W\d_]{3,}(?:-[^\W\d_]{3,})?(?![\w`])")
@@ -387,23 +400,25 @@ def facts_of(text: str) -> Facts:
 
 @functools.lru_cache(maxsize=_UNIT_CACHE)
 def _facts_of(t: str) -> Facts:
-    dates = len(DATE_GATE.findall(t))
-    numbers = len(_NUMBER_GATE.findall(t)) + len(_COUNTED_GATE.findall(t)) or (1 if _BIG_NUMBER_GATE.search(t) else 0)
+    low = ascii_lower(t)
+    dates = len(DATE_GATE.findall(t, low))
+    numbers = (len(NUMBER_GATE.findall(t, low)) + len(_COUNTED_GATE.findall(t, low))
+               or (1 if _BIGNUMBER_GATE.search(t, low) else 0))
     return Facts(
         names=min(3, len(_names_in(t))),
-        role=bool(ROLE_GATE.search(t)),
+        role=bool(ROLE_GATE.search(t, low)),
         dates=min(3, dates),
         numbers=min(3, numbers),
         idents=min(4, len(IDENT_RE.findall(t))),
-        preference=bool(_PREFERENCE_GATE.search(t)),
-        change=bool(_CHANGE_GATE.search(t)),
-        decision=bool(_DECISION_GATE.search(t)),
-        reason=bool(_REASON_GATE.search(t)),
-        constraint=bool(_CONSTRAINT_GATE.search(t)),
-        finding=bool(_FINDING_GATE.search(t)),
-        noteworthy=bool(_NOTEWORTHY_GATE.search(t)),
-        error=bool(_ERROR_GATE.search(t)),
-        open=bool(OPEN_GATE.search(t)),
+        preference=bool(_PREFERENCE_GATE.search(t, low)),
+        change=bool(_CHANGE_GATE.search(t, low)),
+        decision=bool(_DECISION_GATE.search(t, low)),
+        reason=bool(_REASON_GATE.search(t, low)),
+        constraint=bool(_CONSTRAINT_GATE.search(t, low)),
+        finding=bool(_FINDING_GATE.search(t, low)),
+        noteworthy=bool(_NOTEWORTHY_GATE.search(t, low)),
+        error=bool(_ERROR_GATE.search(t, low)),
+        open=bool(OPEN_GATE.search(t, low)),
         question=t.rstrip().endswith("?"),
         filler=bool(_FILLER.match(t)),
     )
