@@ -73,6 +73,8 @@ UPPER_FANIN = 4
 CLEARLY_SMALLER = 0.8
 #: After a provider failure, a blocked assemble uses the fallback without asking again for this long.
 PROVIDER_BACKOFF_SECONDS = 60.0
+#: How often compaction checks every note of a conversation for in-place edits (see ``_refresh_stale``).
+FULL_CHECK_SECONDS = 60.0
 #: Decoded messages kept during one compaction run (see ``Compactor._read_rows``).
 READ_CACHE_SIZE = 4096
 #: Messages of an uncovered run looked at per step when planning leaves (widened when a chunk needs more).
@@ -164,6 +166,7 @@ class Compactor:
         #: (tool pairs), to summarize it and for the tail; decoding it once is enough. Cleared after
         #: each run and bounded, so a long-running engine holds nothing that grows with history.
         self._read_cache: OrderedDict[tuple[str, str], Message] = OrderedDict()
+        self._full_check: dict[str, float] = {}  # conversation -> when every note was last checked
 
     @property
     def summarizer(self) -> Summarizer:
@@ -668,7 +671,7 @@ class Compactor:
                     made.append(part[i].summary)  # type: ignore[arg-type]
                     i += 1
                     continue
-                found = self._leaf_chunk(part, i, len(part), 1)
+                found = self._leaf_chunk(part, i, len(part), force=True)
                 if found is None:
                     break
                 chunk, i = found
@@ -721,9 +724,16 @@ class Compactor:
 
         Every note of the conversation is checked first (a full stat): a person's
         in-place save leaves the folder's mtime alone, and compaction must see it
-        without `watch` or `doctor` having run.
+        without `watch` or `doctor` having run. That costs a stat per note, so a
+        long-running process (an engine compacting after every few turns) does it
+        at most every :data:`FULL_CHECK_SECONDS`; in between it trusts the folder's
+        mtime, the watcher and the check before any note is overwritten.
         """
-        self.dag.sync(conv, full=True)
+        now = time.monotonic()
+        full = now - self._full_check.get(conv, float("-inf")) >= FULL_CHECK_SECONDS
+        self.dag.sync(conv, full=full)
+        if full:
+            self._full_check[conv] = now
         tried: set[str] = set()  # a node whose refresh could not be written is not tried again in this run
         for _ in range(64):  # a DAG is never that deep; guards against a pathological loop
             stale = [
