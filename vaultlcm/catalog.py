@@ -471,17 +471,24 @@ class Catalog:
                 self._insert_row(db, conv, rel, start, end, info["hash"], info["meta"], seq=None, known=False)
             db.execute("DELETE FROM pending WHERE batch=?", (batch,))
 
-    def record_append(self, conv: str, writes: list[tuple[str, Path, list[ParsedEntry]]], seqs: dict[str, int]) -> None:
-        """Record entries this process just appended (skips re-reading its own write)."""
+    def record_append(self, conv: str, writes: list[tuple[str, Path, list[ParsedEntry], tuple[int, bytes] | None]],
+                      seqs: dict[str, int]) -> None:
+        """Record entries this process just appended (skips re-reading its own write).
+
+        Each write is ``(path in the vault, path, entries, tail)``: ``tail`` is ``(size, last
+        HEAD_BYTES bytes)`` of the file as the writer left it (None: read them from the file).
+        """
         with self.transaction() as db:
             # A reader may have seen the first files of this call while it was being written and
             # put those entries in pending: they are complete now.
             db.executemany("DELETE FROM pending WHERE id=?", [(i,) for i in seqs])
-            for rel, path, entries in writes:
+            for rel, path, entries, tail in writes:
                 st = path.stat()
-                with path.open("rb") as fh:
-                    fh.seek(max(0, st.st_size - HEAD_BYTES))
-                    head = fh.read()
+                head = tail[1] if tail is not None and tail[0] == st.st_size else None
+                if head is None:
+                    with path.open("rb") as fh:
+                        fh.seek(max(0, st.st_size - HEAD_BYTES))
+                        head = fh.read()
                 self._insert(db, conv, rel, entries, seqs=seqs)
                 db.execute(
                     "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,0)",
@@ -493,7 +500,7 @@ class Catalog:
                     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"logs_dir_mtime:{conv}", dir_mtime))
                 except OSError:
                     pass
-        if any(e.meta.get("thread") for _, _, entries in writes for e in entries):
+        if any(e.meta.get("thread") for _, _, entries, _ in writes for e in entries):
             self.update_lanes(conv)
 
     # -- order -------------------------------------------------------------------

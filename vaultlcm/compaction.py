@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -72,6 +73,12 @@ UPPER_FANIN = 4
 CLEARLY_SMALLER = 0.8
 #: After a provider failure, a blocked assemble uses the fallback without asking again for this long.
 PROVIDER_BACKOFF_SECONDS = 60.0
+#: How often compaction checks every note of a conversation for in-place edits (see ``_refresh_stale``).
+FULL_CHECK_SECONDS = 60.0
+#: Decoded messages kept during one compaction run (see ``Compactor._read_rows``).
+READ_CACHE_SIZE = 4096
+#: Messages of an uncovered run looked at per step when planning leaves (widened when a chunk needs more).
+RUN_WINDOW = 128
 
 
 def message_for_summary(msg: Message) -> str:
@@ -155,12 +162,35 @@ class Compactor:
         self.clock = clock
         self._failed_at = float("-inf")
         self._recent_failure = ""
+        #: Messages read during one compaction run, by (id, entry hash): a chunk is read to plan it
+        #: (tool pairs), to summarize it and for the tail; decoding it once is enough. Cleared after
+        #: each run and bounded, so a long-running engine holds nothing that grows with history.
+        self._read_cache: OrderedDict[tuple[str, str], Message] = OrderedDict()
+        self._full_check: dict[str, float] = {}  # conversation -> when every note was last checked
 
     @property
     def summarizer(self) -> Summarizer:
         if self._summarizer is None:
             self._summarizer = self._summarizer_factory()
         return self._summarizer
+
+    def _read_rows(self, rows: list[MessageRow]) -> list[tuple[MessageRow, Message]]:
+        """``log.read_rows`` through the run's cache of decoded messages."""
+        cache = self._read_cache
+        missing = [r for r in rows if (r.id, r.hash) not in cache]
+        if missing:
+            for row, msg in self.log.read_rows(missing):
+                cache[(row.id, row.hash)] = msg
+            while len(cache) > READ_CACHE_SIZE:
+                cache.popitem(last=False)
+        out = []
+        for r in rows:
+            msg = cache.get((r.id, r.hash))
+            out.append((r, msg) if msg is not None else self.log.read_rows([r])[0])
+        return out
+
+    def _read_row(self, row: MessageRow) -> Message:
+        return self._read_rows([row])[0][1]
 
     # -- planning ----------------------------------------------------------------
 
@@ -199,7 +229,7 @@ class Compactor:
         if not items:
             return 0
         conv = items[-1].summary.conv if items[-1].summary is not None else items[-1].message.conv  # type: ignore[union-attr]
-        rows, _ = find_tail(self.log, conv, self.settings.fresh_tail_count, self.log.read_row)
+        rows, _ = find_tail(self.log, conv, self.settings.fresh_tail_count, self._read_row)
         if not rows:
             return len(items)
         first = rows[0].seq
@@ -255,33 +285,58 @@ class Compactor:
             if items[i].kind != "message":
                 i += 1
                 continue
-            run_end = i
-            while run_end < end and items[run_end].kind == "message":
-                run_end += 1
-            run = [it.message for it in items[i:run_end] if it.message is not None]
-            island = run_end < end  # a summary follows: no later message can join this run
+            # The run of messages is read a window at a time: a full compaction walks a run of
+            # every uncovered message, and scanning the rest of it for each chunk would be quadratic.
+            run: list[MessageRow] = []
+            window = RUN_WINDOW
+            seen, complete = self._grow_run(items, i, end, window, run)
             pos = 0
             while pos < len(run):
+                if not complete and len(run) - pos < window // 2:
+                    seen, complete = self._grow_run(items, seen, end, window, run)
                 chunk, full = self._take_chunk(run[pos:])
+                taken = len(chunk)
                 if full and pos + len(chunk) < len(run):
                     chunk = self._turn_end(chunk)
+                turned = len(chunk)
                 chunk = self._keep_tool_pairs(chunk, run[pos:])  # type: ignore[arg-type]
+                if not complete and (pos + max(taken, len(chunk)) + 8 >= len(run) or len(chunk) < turned):
+                    # The chunk reached the end of the window, or was cut before a call whose result
+                    # may lie past it (a long chain of tool results): widen the window and look again.
+                    window *= 2
+                    seen, complete = self._grow_run(items, seen, end, window, run)
+                    continue
                 if not chunk:
                     break  # the run opens with a call whose result is not stored yet
+                island = complete and seen < end  # a summary follows: no later message can join this run
                 if (full or force or island) and self.worth_a_leaf(chunk):
                     return chunk, i + pos + len(chunk)
                 if not full:
                     break
                 pos += len(chunk)
-            i = run_end
+            while not complete:
+                seen, complete = self._grow_run(items, seen, end, window, [])
+            i = seen
         return None
+
+    @staticmethod
+    def _grow_run(items: list[ActiveItem], seen: int, end: int, n: int, run: list[MessageRow]) -> tuple[int, bool]:
+        """Add up to ``n`` more messages of the run that goes on at ``items[seen]`` to ``run``.
+
+        Returns the index after the last message taken and whether the run is complete.
+        """
+        stop = min(end, seen + n)
+        while seen < stop and items[seen].kind == "message":
+            run.append(items[seen].message)  # type: ignore[arg-type]
+            seen += 1
+        return seen, seen < stop or seen == end
 
     def _keep_tool_pairs(self, chunk: list[MessageRow], run: list[MessageRow | None]) -> list[MessageRow]:
         """Never end a chunk between a tool call and its result: extend over the results, else cut before the call."""
         if not chunk:
             return chunk
         rest = [x for x in run[len(chunk) :] if x is not None]
-        msgs = {r.id: m for r, m in self.log.read_rows(chunk + rest[:8])}
+        msgs = {r.id: m for r, m in self._read_rows(chunk + rest[:8])}
         opened_at: dict[str, int] = {}
         for i, r in enumerate(chunk):
             m = msgs[r.id]
@@ -295,7 +350,7 @@ class Compactor:
         while opened_at and j < len(rest):
             nxt = rest[j]
             if nxt.id not in msgs:
-                msgs.update({r.id: m for r, m in self.log.read_rows(rest[j : j + 8])})
+                msgs.update({r.id: m for r, m in self._read_rows(rest[j : j + 8])})
             m = msgs[nxt.id]
             if not set(m.tool_result_ids) & set(opened_at):
                 moved_on = True  # the conversation went on: the open calls never got a result
@@ -328,7 +383,10 @@ class Compactor:
                 continue
             j = i
             depth = items[i].summary.depth  # type: ignore[union-attr]
-            while j < end and items[j].kind == "summary" and (mixed or items[j].summary.depth == depth):  # type: ignore[union-attr]
+            # Of a run of one depth only its first few nodes matter (a node and the remainder
+            # rule below): never walk a run of thousands of leaves for each condensed node.
+            stop = end if mixed else min(end, i + s.condensed_max_fanin + s.condensed_min_fanin + 1)
+            while j < stop and items[j].kind == "summary" and (mixed or items[j].summary.depth == depth):  # type: ignore[union-attr]
                 j += 1
             run = [it.summary for it in items[i:j] if it.summary is not None]
             new_depth = max(r.depth for r in run) + 1
@@ -339,8 +397,15 @@ class Compactor:
                     # Split the run evenly rather than leave a remainder too short to condense.
                     picked = run[: (len(run) + 1) // 2]
                 return picked, i + len(picked)
-            i = j
+            i = j if j < stop or mixed else self._run_end(items, j, end, depth)
         return None
+
+    @staticmethod
+    def _run_end(items: list[ActiveItem], j: int, end: int, depth: int) -> int:
+        """The end of the run of depth-``depth`` summaries that continues at ``j``."""
+        while j < end and items[j].kind == "summary" and items[j].summary.depth == depth:  # type: ignore[union-attr]
+            j += 1
+        return j
 
     # -- running -----------------------------------------------------------------
 
@@ -355,6 +420,7 @@ class Compactor:
         try:
             return self._compact_locked(conv, force=force, target_tokens=target_tokens, hard=hard)
         finally:
+            self._read_cache.clear()
             lock.release()
 
     def _compact_locked(self, conv: str, *, force: bool, target_tokens: int | None, hard: bool) -> CompactionReport:
@@ -464,7 +530,7 @@ class Compactor:
         return tuple(
             SourceItem(id=row.id, kind="message", text=message_for_summary(msg), role=row.role, at=row.at,
                        message=msg, link=message_link(row.path, row.id)[2:-2])
-            for row, msg in self.log.read_rows(chunk)
+            for row, msg in self._read_rows(chunk)
         )
 
     def _condensed_items(self, run: list[SummaryRow], refresh: bool) -> tuple[SourceItem, ...]:
@@ -658,9 +724,16 @@ class Compactor:
 
         Every note of the conversation is checked first (a full stat): a person's
         in-place save leaves the folder's mtime alone, and compaction must see it
-        without `watch` or `doctor` having run.
+        without `watch` or `doctor` having run. That costs a stat per note, so a
+        long-running process (an engine compacting after every few turns) does it
+        at most every :data:`FULL_CHECK_SECONDS`; in between it trusts the folder's
+        mtime, the watcher and the check before any note is overwritten.
         """
-        self.dag.sync(conv, full=True)
+        now = time.monotonic()
+        full = now - self._full_check.get(conv, float("-inf")) >= FULL_CHECK_SECONDS
+        self.dag.sync(conv, full=full)
+        if full:
+            self._full_check[conv] = now
         tried: set[str] = set()  # a node whose refresh could not be written is not tried again in this run
         for _ in range(64):  # a DAG is never that deep; guards against a pathological loop
             stale = [

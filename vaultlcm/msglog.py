@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
-from .catalog import Catalog, MessageRow
+from .catalog import HEAD_BYTES, Catalog, MessageRow
 from .errors import CorruptVaultError, NotFoundError, StorageError, VaultLCMError
 from .formats import Incoming
 from .fsutil import NOFOLLOW, atomic_write, durable_append, fsync_dir, read_file, truncate
@@ -169,13 +169,15 @@ class MessageLog:
 
     def _repair(self, conv: str) -> None:
         """Cut off what crashed writers left: torn tails, and batches that never completed."""
-        if self.catalog.stranded_batches(conv):
+        stranded = self.catalog.stranded_batches(conv)
+        if stranded:
             # Pending entries may only mean that a reader looked while a call was being
             # written; a full look at every file (we hold the lock) tells what really is stranded.
             self.sync(conv)
+            stranded = self.catalog.stranded_batches(conv)
         cut: dict[str, int] = {rel: parsed for rel, parsed in self.catalog.torn_logs(conv)}
         spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for rel, start, end in self.catalog.stranded_batches(conv):
+        for rel, start, end in stranded:
             spans[rel].append((start, end))
         for rel, items in spans.items():
             path = self.layout.root / rel
@@ -243,7 +245,7 @@ class MessageLog:
         except OSError as exc:
             raise StorageError.from_os(exc, self.layout.files_dir(conv), "write a payload file in") from None
         done: list[tuple[Path, int, bool]] = []  # (path, offset before, created) of each append, for rollback
-        writes: list[tuple[str, Path, list[ParsedEntry]]] = []
+        writes: list[tuple[str, Path, list[ParsedEntry], tuple[int, bytes] | None]] = []
         new_days: list[str] = []
         for day in order:
             blobs = by_day[day]
@@ -267,7 +269,9 @@ class MessageLog:
                 new_days.append(day)
             rel = self.layout.relative(path)
             entries = [e for e in iter_entries(blob, path=rel, base_offset=start) if isinstance(e, ParsedEntry)]
-            writes.append((rel, path, entries))
+            # The file now ends with this blob (we hold the lock): its last bytes need not be read back.
+            tail = (start + len(blob), blob[-HEAD_BYTES:]) if len(blob) >= HEAD_BYTES else None
+            writes.append((rel, path, entries, tail))
         # Durable: the call has succeeded. Derived state follows, and catches up by itself if this fails.
         try:
             self.catalog.record_append(conv, writes, {sm.id: sm.seq for sm in stored})
@@ -316,7 +320,9 @@ class MessageLog:
                     if entry is None or entry.id != row.id:
                         out[i] = (row, self._reread(row))
                         continue
-                    store = stores.setdefault(row.conv, self._store(row.conv))
+                    store = stores.get(row.conv)
+                    if store is None:
+                        store = stores[row.conv] = self._store(row.conv)
                     out[i] = (row, decode_entry(entry, store))
             finally:
                 os.close(fd)

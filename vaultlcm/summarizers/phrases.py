@@ -11,12 +11,14 @@ identifiers), and ``Nov 2, 09:14–11:30`` for a time range.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime
 
 from ..tokens import count_tokens, truncate_to_tokens
-from .facts import CLAUSE_RE, DATE_RE, IDENT_RE, MAX_UNIT_CHARS, MONTHS, NUMBER_UNIT_RE, ROLE_RE, names_in, score
+from .facts import (CLAUSE_RE, DATE_GATE, DIGITS, IDENT_RE, MAX_UNIT_CHARS, MONTHS, NUMBER_GATE, ROLE_GATE, ROLE_RE, Gated,
+                    ascii_lower, names_in, score)
 
 _I = re.IGNORECASE
 
@@ -122,6 +124,14 @@ _CHANGE_FORMS = (
         _I,
     ),
 )
+#: What each of :data:`_CHANGE_FORMS` cannot match without (a cheap literal search first):
+#: the patterns open with a lazy key of up to 40 characters, which costs a scan at every
+#: position of every sentence, while most sentences hold none of these words.
+_CHANGE_NEEDS = (
+    re.compile(r"\sfrom\s", _I),
+    re.compile(r"\sfrom\s", _I),
+    re.compile(r"\(was:?\s", _I),
+)
 _KEY_DROP = re.compile(r"^(?:the|our|a|an|so|and|but|then|now|also|ok|okay)\s+", _I)
 
 
@@ -140,8 +150,8 @@ class ValueChange:
 def value_change(text: str) -> ValueChange | None:
     """The value change ``text`` states, if it states one in a recognizable form."""
     t = text[:MAX_UNIT_CHARS]
-    for pattern in _CHANGE_FORMS:
-        m = pattern.search(t)
+    for pattern, needs in zip(_CHANGE_FORMS, _CHANGE_NEEDS):
+        m = pattern.search(t) if needs.search(t) else None
         if not m:
             continue
         key = m.group("key").strip(" .,:;'\"`")
@@ -171,6 +181,7 @@ _NOT_LABELS = frozenset("be been is was are were should would could will can mod
 _LABELLED = re.compile(
     r"\b(?:[a-z][\w-]{1,24}\s){1,2}(?:\d{4,}(?![\w]|[.,:/-]\w)|\d+\.\d+\.\d+\b|[a-z][a-z]+(?:-[a-z]+)*-\d+\b)"
 )
+_LABELLED_GATE = Gated(_LABELLED, DIGITS)  # every branch ends in digits
 _RELATIVE = re.compile(r"^(?:tomorrow|yesterday|tonight|next week|end of)", re.I)
 
 
@@ -213,7 +224,7 @@ def value_changes(text: str) -> list[ValueChange]:
     t = text[:MAX_UNIT_CHARS]
     found = []
     for segment in re.split(r" · |; |, (?=[^()]*(?:\(|$))", t):
-        m = _CHANGE_FORMS[2].search(segment)
+        m = _CHANGE_FORMS[2].search(segment) if _CHANGE_NEEDS[2].search(segment) else None
         if m:
             change = value_change(segment)
             if change is not None:
@@ -234,10 +245,16 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
     words of the text, so a list of them compresses instead of copying. No
     duplicates (case-insensitive, a span inside a longer one counts as one).
     """
-    t = text[:MAX_UNIT_CHARS]
+    return list(_key_phrases(text[:MAX_UNIT_CHARS]))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
+    """:func:`key_phrases` of a clipped unit, remembered: a leaf's lines are read again by the nodes above it."""
     found: list[tuple[str, str]] = []
+    low = ascii_lower(t)
     found.extend((change.render(), "change") for change in value_changes(t))
-    role = ROLE_RE.search(t)
+    role = ROLE_GATE.search(t, low)
     for name in names_in(t):
         if role:
             # "Greta took over on-call": the name with the few words that say what they do.
@@ -253,14 +270,14 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
     choice = _CHOICE.search(t)
     if choice:
         found.append((choice.group().rstrip(",.;:"), "choice"))
-    found.extend((m.group(), _date_kind(m.group())) for m in DATE_RE.finditer(t))
-    for m in NUMBER_UNIT_RE.finditer(t):
+    found.extend((m.group(), _date_kind(m.group())) for m in DATE_GATE.finditer(t, low))
+    for m in NUMBER_GATE.finditer(t, low):
         digits = re.sub(r"\D", "", m.group())
         year = re.fullmatch(r"(?:19|20)\d\d", digits)  # "2025 request(s)": a year, not a count
         found.append((m.group(), "number" if len(digits) >= 2 and not year else "small"))
     # "build 5207", "export job 2048", "payouts 3.4.19", "pod search-indexer-266": a number is only
     # findable again with the word that says what it counts.
-    for m in _LABELLED.finditer(t):
+    for m in _LABELLED_GATE.finditer(t, low):
         *label, value = m.group().split()
         while label and label[0] in _GLUE_WORDS:
             label.pop(0)
@@ -279,7 +296,7 @@ def key_phrases(text: str) -> list[tuple[str, str]]:
             continue
         seen.append(low)
         out.append((p, kind))
-    return out
+    return tuple(out)
 
 
 _PREF_PHRASE = re.compile(

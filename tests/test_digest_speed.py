@@ -1,0 +1,145 @@
+"""The shortcuts that make compaction fast give the same answers as the long way round.
+
+* :class:`~vaultlcm.summarizers.facts.Gated` patterns (a substring test before a
+  case-insensitive regex) match exactly where their regex matches, for any text:
+  any code point, the letters that match ASCII ones case-insensitively (``ſ``,
+  ``K``, ``İ``, ``ı``), the words they look for in any case;
+* the value-change forms behind their literal prefilter find the same change;
+* remembered token counts equal fresh ones, for short and long texts alike;
+* planning leaves over a window of the uncovered run writes the same notes,
+  byte for byte, as planning over the whole run, even where a chunk must reach
+  far ahead (a long chain of tool results).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from vaultlcm import Vault, compaction
+from vaultlcm.summarizers import facts, phrases
+from vaultlcm.tokens import count_tokens, encoding
+
+GATES = {f"{mod.__name__}.{name}": g for mod in (facts, phrases) for name, g in vars(mod).items()
+         if isinstance(g, facts.Gated)}
+#: Letters that case-insensitive matching treats like ASCII ones, and other troublemakers.
+ODD = ["ſ", "K", "İ", "ı", "é", "ß", "\u200b", "→", "٣", "😀", "\r\n", "\t", "'", "’", "-", "#", "`", "(", ")", ":"]
+
+
+def _fragments(needs: tuple[str, ...]) -> st.SearchStrategy[str]:
+    word = st.sampled_from(sorted(set(needs) | {"the", "a", "over", "it", "up", "was", "Greta", "x"}))
+    cased = st.tuples(word, st.sampled_from(["lower", "upper", "title", "keep"])).map(
+        lambda wc: {"lower": wc[0].lower(), "upper": wc[0].upper(), "title": wc[0].title(), "keep": wc[0]}[wc[1]])
+    return st.one_of(cased, st.sampled_from(ODD + [" ", " ", ", ", ". "]), st.text(max_size=6),
+                     st.integers(0, 99999).map(str))
+
+
+def _texts(needs: tuple[str, ...]) -> st.SearchStrategy[str]:
+    return st.lists(_fragments(needs), max_size=24).map("".join)
+
+
+def _span(m: re.Match[str] | None) -> tuple[int, int, str] | None:
+    return None if m is None else (m.start(), m.end(), m.group())
+
+
+@pytest.mark.parametrize("name", sorted(GATES))
+def test_gates_are_registered(name: str) -> None:
+    gate = GATES[name]
+    assert gate.needs and all(w == w.lower() for w in gate.needs)
+
+
+@hsettings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_a_gate_matches_exactly_where_its_pattern_does(data: st.DataObject) -> None:
+    for name, gate in sorted(GATES.items()):
+        text = data.draw(_texts(gate.needs), label=name)
+        assert _span(gate.search(text)) == _span(gate.pattern.search(text)), name
+        assert gate.findall(text) == gate.pattern.findall(text), name
+        assert [_span(m) for m in gate.finditer(text, facts.ascii_lower(text))] == [
+            _span(m) for m in gate.pattern.finditer(text)], name
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.text())
+def test_a_gate_on_any_text(text: str) -> None:
+    for gate in GATES.values():
+        assert _span(gate.search(text)) == _span(gate.pattern.search(text))
+
+
+def _value_change_the_long_way(text: str) -> phrases.ValueChange | None:
+    t = text[: facts.MAX_UNIT_CHARS]
+    for pattern in phrases._CHANGE_FORMS:
+        m = pattern.search(t)
+        if not m:
+            continue
+        key = m.group("key").strip(" .,:;'\"`")
+        while (shorter := phrases._KEY_DROP.sub("", key)) != key:
+            key = shorter
+        words = key.split()
+        key = " ".join(words[-5:]) if len(words) > 5 else key
+        old, new = m.group("old").strip(" .`'\""), m.group("new").strip(" .`'\"")
+        if key and old and new and old.lower() != new.lower():
+            return phrases.ValueChange(key, old, new)
+    return None
+
+
+CHANGE_WORDS = ("from", "FROM", "to", "moved", "went", "the deadline", "p95", "July 4", "840 ms", "(was", "(WAS:",
+                "is now", ":", "ſ", "K", " ", " ", "\n", "\t", ",", ".", "after", "because", "set", "renamed")
+
+
+@hsettings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(CHANGE_WORDS), st.text(max_size=4)), max_size=30).map(" ".join))
+def test_value_changes_are_found_as_without_the_prefilter(text: str) -> None:
+    assert phrases.value_change(text) == _value_change_the_long_way(text)
+
+
+def test_value_change_still_found() -> None:
+    change = phrases.value_change("The deadline moved from July 4 to July 19 after the review.")
+    assert change is not None and (change.old, change.new) == ("July 4", "July 19")
+    assert phrases.value_changes("deadline: July 19 (was July 4)")[0].render() == "deadline: July 19 (was July 4)"
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.text(), st.integers(0, 3))
+def test_remembered_token_counts_equal_fresh_ones(text: str, repeat: int) -> None:
+    long = text * (1 + 3000 // max(1, len(text))) if text else text
+    for t in (text, long, text + "x"):
+        fresh = len(encoding().encode(t, disallowed_special=())) if t else 0
+        for _ in range(repeat + 1):
+            assert count_tokens(t) == fresh
+
+
+def _transcript() -> list[dict[str, object]]:
+    """Chatter, then one call answered by a long chain of results, then more chatter (tiny messages)."""
+    out: list[dict[str, object]] = []
+    for i in range(40):
+        out.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"step {i}: ok, moving on"})
+    calls = [{"type": "tool_call", "id": f"call_{k}", "name": "read_file", "arguments": {"path": f"src/m{k}.py"}}
+             for k in range(60)]
+    out.append({"role": "assistant", "content": [{"type": "text", "text": "reading all modules"}, *calls]})
+    for k in range(60):
+        out.append({"role": "tool", "content": [{"type": "tool_result", "call_id": f"call_{k}", "content": f"ok {k}"}]})
+    for i in range(80):
+        out.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"later {i}: fine"})
+    for i, m in enumerate(out):
+        m["timestamp"] = f"2026-11-02T10:{i // 60:02d}:{i % 60:02d}Z"
+    return out
+
+
+def _compact_with_window(root: Path, window: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]:
+    monkeypatch.setattr(compaction, "RUN_WINDOW", window)
+    with Vault.init(root) as v:
+        v.ingest("c", _transcript())
+        report = v.compact("c", force=True)[0]
+        assert report.created and report.error is None
+    folder = root / "conversations" / "c" / "summaries"
+    return {p.name: p.read_bytes() for p in sorted(folder.glob("*.md"))}
+
+
+def test_leaves_planned_over_a_window_are_the_same_notes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    whole = _compact_with_window(tmp_path / "whole", 1 << 30, monkeypatch)
+    for window in (2, 7, 64):
+        assert _compact_with_window(tmp_path / f"w{window}", window, monkeypatch) == whole
