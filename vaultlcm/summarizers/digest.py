@@ -51,8 +51,6 @@ class Unit:
     """Units of one line in different parts are joined by " · "; sentences (None) by " " or " … " after a gap."""
     required: bool = False
     """Kept whenever its line is kept (the date of a timeline entry)."""
-    lead: str = " · "
-    """What joins this unit to a kept unit of another part before it (" → " before what was done)."""
     tokens: int = 0
 
     def __post_init__(self) -> None:
@@ -78,7 +76,7 @@ def _line_text(units: list[Unit]) -> str:
     for unit in units:
         if prev is not None:
             if unit.part is not None or prev.part is not None:
-                parts.append(unit.joiner if unit.part == prev.part and unit.joiner else unit.lead)
+                parts.append(unit.joiner if unit.part == prev.part and unit.joiner else " · ")
             else:
                 adjacent = unit.pos[:-1] == prev.pos[:-1] and unit.pos[-1] == prev.pos[-1] + 1
                 parts.append(" " if adjacent or parts[-1].endswith("…") else " … ")

@@ -1,22 +1,19 @@
-"""A condensed digest: a dated account of the children, decisions merged, facts kept, values marked.
+"""A condensed digest: a dated timeline of the children, decisions merged, values marked.
 
 Each child (a leaf or a lower condensed note, in any format: the digest's own,
-an LLM's prose, a person's edit) becomes one **Timeline** entry per day it
-covers (see :mod:`.digest_days`), so an entry never spans two days:
+an LLM's prose, a person's edit) becomes one **Timeline** line:
 
-    - Nov 2, 09:14–11:30 · CI on main went red twice over the weekend → commit 3f9c2ab;
-      edited invoice.py (+8 −3) · LEDG-482 [[sum_…|↗]]
+    - Nov 2, 09:14–11:30 · fix flaky due-date test LEDG-482 · edited invoice.py (+8 −3) ·
+      3,612 invoices, Priya [[sum_…|↗]]
 
-its span, what was asked that day (the person's request as a whole clause,
-articles and all), what was done after ``→`` (tallied: a choice made, commits,
-pull requests, files edited, tests) and the tickets it was about: a handful,
-never every identifier of the child. **Decided** merges the decisions of all
-children and marks values that changed (``deadline: July 19 (was July 4)``);
-**Found** keeps people and roles, preferences, dates, numbers and tickets,
-each as a short phrase with what it is about (shorter the higher the note);
-**Open** keeps what is still to do, the newest first. Phrases are cut at
-clause boundaries, never long runs copied from the children, so each level
-compresses instead of repeating. Correction lines are kept verbatim.
+its time span, what it was about (a few words of what was asked), what was
+done (tallied: files edited, tests, commits, pull requests) and the facts it
+holds as short key phrases (people and roles, dates, numbers, identifiers).
+**Decided** merges the decisions of all children and marks values that
+changed (``deadline: July 19 (was July 4)``); **Open** keeps what is still to
+do, the newest first. Wording is re-composed, never long runs copied from the
+children, so each level compresses instead of repeating. Correction lines are
+kept verbatim.
 """
 
 from __future__ import annotations
@@ -31,48 +28,34 @@ from .body import (
     DECIDED,
     DONE,
     FOUND,
-    FOUND_ABOVE,
     OPEN,
     TIMELINE,
-    BodyLine,
     ParsedBody,
     correction_line,
     parse_body,
     strip_links,
 )
-from .clauses import bare, clause, fact_window
 from .digest import Draft, Unit
-from .digest_days import Day, child_days
 from .facts import CHITCHAT_RE, facts_of, score, split_sentences
-from .phrases import PHRASE_WEIGHT, key_phrases, time_span, value_changes
+from .phrases import (
+    PHRASE_WEIGHT,
+    first_words,
+    key_phrases,
+    recompose,
+    telegraph,
+    time_span,
+    value_changes,
+    without_interjections,
+)
 
-#: Words of what was asked a timeline entry keeps (whole clauses, articles and all), by depth.
-GOAL_WORDS = {1: 11}
-DEFAULT_GOAL_WORDS = 9
-#: Topics one day of one child may list: the first things asked are what the day was about.
-GOALS_PER_DAY: dict[int, int] = {}
-DEFAULT_GOALS_PER_DAY = 2
-#: A day's second topic comes when there is room left after what was done and the facts; in the
-#: notes at the top, which a person reads for the overview, it comes before the facts.
-SECOND_GOAL_WEIGHT = {1: 5, 2: 5}
-DEFAULT_SECOND_GOAL_WEIGHT = 8
-DECISION_WORDS = 8
-#: What was done (commits, pull requests, files) is half of an account: it outranks most facts, and
-#: at the top, where facts are a click away in the notes below, all of them.
-DONE_BONUS = {1: 2, 2: 2}
-DEFAULT_DONE_BONUS = 4
-#: Tickets one timeline entry may carry: a handful; people, dates and numbers are said in Found.
-MAX_LINE_FACTS = {1: 4}
-DEFAULT_MAX_LINE_FACTS = 3
-LINE_FACT_KINDS = frozenset({"ticket"})
-#: Words around a fact a Found phrase keeps: shorter the higher the note, so it never copies a child's line.
-FOUND_WORDS = {1: 7, 2: 6}
-DEFAULT_FOUND_WORDS = 5
-FOUND_FACT_KINDS = frozenset({"role", "preference", "ticket", "date", "number", "labelled", "name"})
-FACTS_PER_FOUND_LINE = {1: 3}
-DEFAULT_FACTS_PER_FOUND_LINE = 4
-#: A fact a person may ask about again outranks an open item's or a decision's wording.
-FOUND_BONUS = 1
+#: Words of a child's own wording a condensed line may repeat in a row (8-grams are the measure of copying).
+GIST_WORDS = {1: 9, 2: 7}
+DEFAULT_GIST_WORDS = 5
+DECISION_WORDS = 7
+#: Key phrases one timeline entry may carry (the weightiest: changes, people, dates, numbers).
+MAX_FACTS = {1: 14}
+DEFAULT_MAX_FACTS = 24
+MAX_CODE_NAMES = 4
 #: Open items a note above depth 1 keeps: the newest state, not every to-do ever written.
 MAX_OPEN_ABOVE = 6
 
@@ -140,15 +123,14 @@ class Tally:
         """``(text, importance)`` of each thing worth saying, most telling first."""
         out: list[tuple[str, int]] = []
         if self.commits:
-            out.append(("commit" + ("s " if len(self.commits) > 1 else " ") + ", ".join(self.commits[:2])
-                        + (f" +{len(self.commits) - 2}" if len(self.commits) > 2 else ""), 5))
+            out.append(("commit" + ("s " if len(self.commits) > 1 else " ") + ", ".join(self.commits[:3])
+                        + (f" +{len(self.commits) - 3}" if len(self.commits) > 3 else ""), 5))
         if self.prs:
             out.append(("PR " + ", ".join(self.prs[:3]), 6))
         if self.issues:
-            out.append(("issue " + ", ".join(self.issues[:2]), 5))
+            out.append(("issue " + ", ".join(self.issues[:3]), 5))
         if self.tests:
-            tests = self.tests if self.tests.count(", ") <= 2 else ", ".join(self.tests.split(", ")[:3]) + " …"
-            out.append((f"last tests: {tests}", 5 if "fail" in self.tests or "error" in self.tests else 3))
+            out.append((f"last tests: {self.tests}", 5 if "fail" in self.tests or "error" in self.tests else 3))
         if self.edited:
             named = [e for e in self.edited if not e.startswith("file ")]
             if named and len(named) == len(self.edited) and len(named) <= 3:
@@ -175,142 +157,52 @@ class Child:
     """Whether the child is itself a condensed digest (has a Timeline)."""
 
 
-@dataclass
-class Entry:
-    """A condensed child's timeline entry read back: ``span · goal → done · facts``."""
-
-    goals: list[str]
-    done: str
-    facts: str
-
-
-def parse_entry(text: str) -> Entry:
-    """Read a timeline entry of the digest's own format (older ``span · gist · done · facts`` too)."""
-    parts = text.split(" · ")
-    rest = parts[1:]
-    facts = rest.pop() if len(rest) >= 2 else ""
-    middle = " · ".join(rest)
-    goal, done = middle, ""
-    if " → " in middle:
-        head, tail = middle.rsplit(" → ", 1)
-        probe = Tally()
-        probe.absorb(tail)
-        if probe.parts() or _choices(tail):
-            goal, done = head, tail
-    if " · " in goal:  # the older form: the gist, then what was done
-        goal, older = goal.split(" · ", 1)
-        done = "; ".join(x for x in (older, done) if x)
-    goals = [g.strip() for g in goal.split("; ") if g.strip(" …")]
-    return Entry(goals, done, facts)
-
-
-def _choices(text: str) -> list[str]:
-    return [p for p, kind in key_phrases(text) if kind == "choice"]
-
-
-def _asks(lines: list[BodyLine]) -> tuple[list[str], list[str]]:
-    """What the person asked for that day: their requests, and the other things they said.
-
-    A short request ("Can you dig in?") stands for the sentence before it,
-    which says what it is about. "Nice." or "Back from lunch." is neither.
-    """
-    asked = [ln for ln in lines if ln.section == "Asked"] or [ln for ln in lines if ln.section in (FOUND, "")]
-    requests: list[str] = []
-    rest: list[str] = []
-    for line in asked:
-        # A leaf joins the sentences it kept of one message with " … ": those marks are not the person's.
-        sentences = [s.strip(" …") for s in split_sentences(strip_links(line.text))
-                     if s.strip(" …") and not _CODE_LIKE.search(s)]
-        for i, sentence in enumerate(sentences):
-            if len(sentence.split()) < 3 or CHITCHAT_RE.match(sentence):
-                continue
-            if _REQUEST.search(bare(sentence)):
-                context = next((s for s in reversed(sentences[:i]) if len(s.split()) >= 6), None)
-                requests.append(context if context and len(sentence.split()) < 6 else sentence)
-            elif score(sentence) >= 3 or len(sentence.split()) >= 4:
-                rest.append(sentence)
-    return list(dict.fromkeys(requests)), rest
-
-
-def _goals(child: Child, day: Day, depth: int) -> list[str]:
-    """A few readable words of what the child was about that day, one phrase per topic.
-
-    From a condensed child, the first topic of each of its entries that day
-    comes before any second one; from a leaf, the person's requests, and
-    something else they said only when they asked nothing.
-    """
-    n = GOAL_WORDS.get(depth, DEFAULT_GOAL_WORDS)
+def _gist(child: Child, depth: int) -> list[str]:
+    """What a child was about: a few re-worded words per topic."""
+    n = GIST_WORDS.get(depth, DEFAULT_GIST_WORDS)
     if child.timeline:
-        entries = [parse_entry(strip_links(line.text)).goals for line in day.lines]
-        found = [goals[k] for k in range(2) for goals in entries if len(goals) > k and not _CODE_LIKE.search(goals[k])]
-    else:
-        requests, rest = _asks(day.lines)
-        # Told, not asked: what says the most ("I'm writing the postmortem", not "Whoa, no").
-        found = requests or sorted(rest, key=lambda s: -min(score(s), 4))[:1]
-    out: list[str] = []
-    for text in found:
-        short = clause(text, n)
-        if short.strip(" …") and not any(_similar(short, o) for o in out):
-            out.append(short)
-    return out[: GOALS_PER_DAY.get(depth, DEFAULT_GOALS_PER_DAY)]
+        topics = []
+        for line in child.body.section(TIMELINE):
+            parts = [p.strip() for p in strip_links(line.text).split(" · ")]
+            topic = parts[1] if len(parts) > 1 else parts[0]
+            topics.append(first_words(telegraph(topic.split(" … ")[0]), n))
+        return [t for t in dict.fromkeys(topics) if t.strip(" …")]
+    lines = child.body.section("Asked") or child.body.section(FOUND) or child.body.lines
+    sentences = [s for line in lines for s in split_sentences(strip_links(line.text)) if s.strip(" …")]
+    # What the person asked for, not the "Nice." or "Back from lunch." around it.
+    best = next((s for s in sentences if len(s.split()) >= 4 and not CHITCHAT_RE.match(s)
+                 and (s.rstrip().endswith("?") or score(s) >= 3)), sentences[0] if sentences else "")
+    text = first_words(telegraph(without_interjections(best)), n)
+    return [text] if text.strip(" …") else []
 
 
-def _day_work(child: Child, day: Day) -> tuple[Tally, list[str], str]:
-    """What was done that day (tallied), the choices made, and the text its facts come from."""
-    tally = Tally()
-    choices: list[str] = []
-    texts: list[str] = []
-    for line in day.lines:
-        text = strip_links(line.text)
-        if child.timeline:
-            entry = parse_entry(text)
-            tally.absorb(entry.done)
-            choices.extend(_choices(entry.done))
-            texts.append(entry.facts)
-        elif line.section == DONE:
-            tally.absorb(text)
-            if "→" in text:  # what it showed (a failed build, a tag) is a fact; the action is tallied
-                texts.append(text.split("→", 1)[1])
-        else:
-            if line.section in (DECIDED, FOUND, "Asked"):
-                choices.extend(_choices(text))
-            texts.append(text)
-    return tally, list(dict.fromkeys(choices)), " · ".join(texts)
+def _facts(child: Child) -> list[tuple[str, int]]:
+    """Key phrases of a child with their importance (done lines excluded: they are tallied).
 
-
-def _line_facts(text: str, said: str, depth: int) -> list[tuple[str, int]]:
-    """The handful of names, tickets and dates a timeline entry carries (the rest is in Found)."""
+    Code names (``issue_invoice(nz_account, lines)``) count little and a few of them say enough.
+    """
     out: list[tuple[str, int]] = []
-    seen = said.lower()
-    for phrase, kind in key_phrases(text):
-        if kind not in LINE_FACT_KINDS or _WEEKDAY.match(phrase):
-            continue
-        low = phrase.lower()
-        if low in seen:
-            continue
-        seen += " " + low
-        out.append((phrase, PHRASE_WEIGHT[kind]))
-    out.sort(key=lambda pw: -pw[1])
-    return out[: MAX_LINE_FACTS.get(depth, DEFAULT_MAX_LINE_FACTS)]
-
-
-#: A sentence that asks for something: a question, or an order ("Fix the bug first", "Can you dig in?").
-_REQUEST = re.compile(
-    r"\?\s*$|^(?:(?:can|could|would|will) you|please|let'?s|we (?:need|should)|i (?:need|want|'d like)|"
-    r"(?:i'?m|i am|we'?re|we are) (?:writing|working on|preparing|trying to|planning|drafting)|"
-    r"(?:check|fix|refactor|add|look|run|write|make|bump|draft|tail|show|profile|dig|find|investigate|update|"
-    r"remove|review|merge|commit|push|deploy|wire|include|pull|keep|move|switch|leave|file|open|try|plan)\b)",
-    re.I,
-)
-_WEEKDAY = re.compile(r"^(?:mon|tues|wednes|thurs|fri|satur|sun)day$", re.I)
-#: What makes a sentence code or a log line rather than something a person would say.
-_CODE_LIKE = re.compile(r"==|!=|\)\)|=>|->|\bassert\b|\bdef |\breturn\b|\braise \w|\bimport \w|\w\(['\"]|\.where\(|[{}<>]|^\W")
-
-
-def _fact_sentence(sentence: str) -> bool:
-    """Whether ``sentence`` can state a fact worth repeating up the DAG (not a question, not code)."""
-    s = sentence.strip()
-    return len(s.split()) >= 4 and not s.endswith("?") and not _CODE_LIKE.search(s)
+    seen: list[str] = []
+    code = 0
+    for line in child.body.lines:
+        text = strip_links(line.text)
+        if line.section == DONE:
+            # What was done is tallied; what it showed (a failed build, a crashed job, a tag) is a fact.
+            if "→" not in text:
+                continue
+            text = text.split("→", 1)[1]
+        if child.timeline and line.section == TIMELINE:
+            text = " · ".join(text.split(" · ")[2:])  # the facts part; span and topic are said already
+        for phrase, kind in key_phrases(text):
+            if kind == "change":
+                continue  # said once, in Decided, with what it replaced
+            low = phrase.lower()
+            if any(low in s for s in seen) or (kind == "ident" and code >= MAX_CODE_NAMES):
+                continue
+            code += kind == "ident"
+            seen.append(low)
+            out.append((phrase, PHRASE_WEIGHT[kind]))
+    return out
 
 
 def _similar(a: str, b: str) -> bool:
@@ -342,12 +234,8 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     decisions: list[tuple[str, Child, int]] = []
     opens: list[tuple[str, Child, int]] = []
     changes: dict[frozenset[str], list[tuple[str, str, str, Child]]] = {}
-    seen_facts: set[str] = set()
-    said: list[str] = []
     for child in children:
-        goals = _timeline_units(draft, child, depth)
-        said.extend(goals)
-        _found_units(draft, child, depth, seen_facts, goals)
+        _timeline_units(draft, child, depth)
         for n, body_line in enumerate(child.body.lines):
             text = strip_links(body_line.text)
             for change in value_changes(text):
@@ -363,12 +251,10 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
             elif body_line.section == OPEN:
                 opens.append((text, child, n))
     _change_units(draft, changes)
-    kept: list[str] = list(said)  # a decision the timeline says already is not said twice
+    kept: list[str] = []
     for text, child, n in reversed(decisions):  # the newest wording of a decision wins
-        short = clause(text, DECISION_WORDS)
-        if not _says_what(short):  # "Let's do it" says that, not what: read on to what was decided
-            short = clause(text, 2 * DECISION_WORDS)
-        if change_of(short) or any(_similar(short, k) for k in kept) or not _says_what(short):
+        short = recompose(text, DECISION_WORDS)
+        if change_of(short) or any(_similar(short, k) for k in kept) or not _says_what(text):
             continue
         kept.append(short)
         draft.units.append(Unit(DECIDED, ("decided", child.index, n), (child.index, 1, n), short, child.item.link,
@@ -377,12 +263,12 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     for text, child, n in reversed(opens):
         if depth > 1 and len(kept) >= MAX_OPEN_ABOVE:
             break
-        short = clause(text, DECISION_WORDS)
+        short = recompose(text, DECISION_WORDS)
         if any(_similar(short, k) for k in kept):
             continue
         kept.append(short)
         newest = 3 if child.index == last else 1 if child.index == last - 1 else 0
-        draft.units.append(Unit(OPEN, ("open", child.index, n), (child.index, 3, n), short, child.item.link,
+        draft.units.append(Unit(OPEN, ("open", child.index, n), (child.index, 2, n), short, child.item.link,
                                 5 + newest))
     if not draft.units and items:
         draft.fallback = f"{len(items)} summaries"
@@ -423,72 +309,28 @@ def _change_units(draft: Draft, changes: dict[frozenset[str], list[tuple[str, st
                                 10))
 
 
-def _timeline_units(draft: Draft, child: Child, depth: int) -> list[str]:
-    """One entry per day the child covers: ``span · what it was about → what was done · which ticket``.
-
-    Returns the goals said, so that Found does not say them again.
-    """
-    said_goals: list[str] = []
+def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
     i = child.index
+    line = ("timeline", i)
     link = child.item.link
-    for d, day in enumerate(child_days(child.body, child.item.at, child.item.latest_at)):
-        line = ("timeline", i, d)
-        pos = (i, 0, d)
-        span = day.span() or time_span(child.item.at, child.item.latest_at) or f"part {i + 1}"
-        draft.units.append(Unit(TIMELINE, line, (*pos, 0), span, link, 30, part="span", required=True))
-        goals = _goals(child, day, depth)
-        said_goals.extend(goals)
-        for k, goal in enumerate(goals):
-            weight = 30 if k == 0 else SECOND_GOAL_WEIGHT.get(depth, DEFAULT_SECOND_GOAL_WEIGHT)
-            draft.units.append(Unit(TIMELINE, line, (*pos, 1 + k), goal, link, weight,
-                                    joiner="; ", part="goal", required=k == 0))
-        tally, choices, text = _day_work(child, day)
-        tally.commands = tally.reads = 0  # counts of routine work tell a person nothing
-        if depth > 1:
-            tally.tests = ""  # which test run came last says nothing this far up
-        done = [(c, PHRASE_WEIGHT["choice"]) for c in choices[:1]] + tally.parts()
-        bonus = DONE_BONUS.get(depth, DEFAULT_DONE_BONUS)
-        for k, (part, weight) in enumerate(done):
-            draft.units.append(Unit(TIMELINE, line, (*pos, 10 + k), part, link, weight + bonus, joiner="; ",
-                                    part="done", lead=" → "))
-        said = " ".join([*goals, *(p for p, _ in done)])
-        for k, (phrase, weight) in enumerate(_line_facts(text, said, depth)):
-            draft.units.append(Unit(TIMELINE, line, (*pos, 100 + k), phrase, link, weight, joiner=", ",
-                                    part="facts"))
-    return said_goals
-
-
-def _found_units(draft: Draft, child: Child, depth: int, seen: set[str], goals: list[str]) -> None:
-    """What the child found that a person would ask about again, each fact with what it is about.
-
-    ``Greta took over as on-call lead``, ``the migration is scheduled for
-    October 4``, ``payments-api at 42 ms``: one phrase per fact, shorter the
-    higher the note, so facts reach the top without copying whole sentences.
-    """
-    words = FOUND_WORDS.get(depth, DEFAULT_FOUND_WORDS)
-    sources: list[tuple[int, str]] = []
-    for n, line in enumerate(child.body.lines):
-        text = strip_links(line.text)
-        if child.timeline:
-            if line.section == FOUND_ABOVE:
-                sources.extend((n, part) for part in text.split("; ") if part.strip(" …"))
-        elif line.section in (FOUND, "Asked"):
-            sources.extend((n, s) for s in split_sentences(text) if _fact_sentence(s) and not facts_of(s).decision)
-    k = 0
-    for n, sentence in sources:
-        phrases = [(p, kind) for p, kind in key_phrases(sentence) if kind in FOUND_FACT_KINDS
-                   and not _WEEKDAY.match(p)]
-        if not phrases:
-            continue
-        phrase, kind = phrases[0]
-        if phrase.lower() in seen or any(_similar(clause(sentence, GOAL_WORDS[1]), g) for g in goals):
-            continue  # said already, here or in the timeline
-        seen.add(phrase.lower())
-        # A child's own Found phrase is already short: cut again, it would start mid-sentence.
-        short = child.timeline and len(sentence.split()) <= FOUND_WORDS[1]
-        text = (sentence if short else fact_window(sentence, phrase, words)).rstrip(".")
-        # A few phrases to a line: short lines, and one link for several facts.
-        per_line = FACTS_PER_FOUND_LINE.get(depth, DEFAULT_FACTS_PER_FOUND_LINE)
-        draft.units.append(Unit(FOUND_ABOVE, ("found", child.index, k // per_line), (child.index, 2, k),
-                                text, child.item.link, PHRASE_WEIGHT[kind] + FOUND_BONUS, joiner="; ", part="found"))
-        k += 1
+    span = time_span(child.item.at, child.item.latest_at) or f"part {i + 1}"
+    draft.units.append(Unit(TIMELINE, line, (i, 0, 0), span, link, 30, part="span", required=True))
+    topics = _gist(child, depth)
+    for k, topic in enumerate(topics[: 6 if depth == 1 else 3]):
+        draft.units.append(Unit(TIMELINE, line, (i, 0, 1 + k), topic, link, 30 if k == 0 else 10 - k,
+                                joiner="; ", part="gist", required=k == 0))
+    tally = Tally()
+    for body_line in child.body.lines:
+        if body_line.section in (DONE, TIMELINE):
+            tally.absorb(strip_links(body_line.text))
+    if depth > 1:
+        # Counts of routine work, and which test run came last, say nothing this far up.
+        tally.commands = tally.reads = 0
+        tally.tests = ""
+    for k, (text, weight) in enumerate(tally.parts()):
+        draft.units.append(Unit(TIMELINE, line, (i, 0, 10 + k), text, link, weight, joiner="; ", part="done"))
+    said = " ".join(text for text, _ in tally.parts()).lower()
+    facts = sorted((f for f in _facts(child) if f[0].lower() not in said),
+                   key=lambda pw: -pw[1])[: MAX_FACTS.get(depth, DEFAULT_MAX_FACTS)]
+    for k, (phrase, weight) in enumerate(facts):
+        draft.units.append(Unit(TIMELINE, line, (i, 0, 100 + k), phrase, link, weight, joiner=", ", part="facts"))
