@@ -514,3 +514,13 @@ def test_unknown_formats() -> None:
         parse("gemini", [], source="x")
     with pytest.raises(UsageError, match="native, openai, anthropic"):
         to_records("gemini", [])
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_an_api_record_whose_role_looks_like_an_agent_line_stays_a_message(fmt: str) -> None:
+    """Roles are the record's own: ``openclaw:`` or ``claude-code:x`` from an API file is no transcript line."""
+    for role in ("openclaw:", "claude-code:summary"):
+        records = [{"role": role, "content": "kept as it came"}]
+        assert roundtrip(fmt, records) == records
+        [message] = parse(fmt, numbered(records), source="t")
+        assert not message.is_line

@@ -78,6 +78,9 @@ class Message(BaseModel):
     @property
     def is_line(self) -> bool:
         """A transcript line that is no chat message (a session title, a snapshot, a compaction record)."""
+        if self.hints.get("format") in ("openai", "anthropic"):
+            # An API record's role is its own, whatever it says: only an agent reader makes lines.
+            return bool(self.hints.get("line"))
         return bool(self.hints.get("line")) or self.role.startswith(LINE_ROLE_PREFIXES)
 
     def searchable_text(self) -> str:
