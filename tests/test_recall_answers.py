@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from vaultlcm import Engine, Settings, Vault
@@ -376,6 +376,7 @@ def test_expand_message_cap_and_next_message_hold(ops: tuple[Path, list[str]], k
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(k=st.integers(0, len(MESSAGES) - 1), cap=st.integers(64, 1200), depth=st.one_of(st.none(), st.just(1)))
+@example(k=23, cap=461, depth=1)  # a cut summary whose notice went past the cap
 def test_expand_summary_query_cap_and_next_message_hold(ops: tuple[Path, list[str]], k: int, cap: int,
                                                         depth: int | None) -> None:
     """A summary expanded with the words of one of its messages: the cap holds and, when they fit, the

@@ -271,12 +271,16 @@ def _expand_summary(vault: "Vault", item_id: str, cap: int, depth: int | None, q
         for s in stopped:
             text = s.body
             if not filler.offer(s.id, s.token_count + SUMMARY_OVERHEAD):
-                room = filler.cap - filler.used - 2 * SUMMARY_OVERHEAD
+                # Better the start of a summary than nothing: cut it, and say so (the notice counts too).
+                notice = f" …[cut: expand {s.id} for the rest]"
+                room = filler.cap - filler.used - 2 * SUMMARY_OVERHEAD - count_tokens(notice)
                 if room < CUT_ROOM:
                     continue
-                # Better the start of a summary than nothing: cut it, and say so.
-                text = truncate_to_tokens(s.body, room) + f" …[cut: expand {s.id} for the rest]"
-                filler.used += count_tokens(text) + SUMMARY_OVERHEAD
+                text = truncate_to_tokens(s.body, room) + notice
+                cost = count_tokens(text) + SUMMARY_OVERHEAD
+                if filler.used + cost > filler.cap:  # tokens at the seam may merge differently
+                    continue
+                filler.used += cost
             summaries_out.append(_summary_out(s, text))
     rows_by_id = vault.catalog.rows_by_ids(message_ids)
     rows = [rows_by_id[i] for i in message_ids if i in rows_by_id]
