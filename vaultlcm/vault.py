@@ -443,9 +443,9 @@ class Vault:
                 progress(n, len(convs))
             with self._lock:
                 mark = len(self.dag.journal)
-                # The log first: a leaf's sources are judged against the catalog's messages, which a
-                # new or rebuilt catalog does not hold yet (tidy would take every note for emptied).
-                self.log.sync(conv)
+                # Logs before notes (what `sync` does): a leaf's sources are judged against the catalog's
+                # messages, which a rebuilt catalog does not hold yet (tidy would take every note for emptied).
+                self.sync(conv)
                 tidied = tidy(self.dag, conv) if not self.read_only else []
                 report = self.compactor.compact(conv, force=force, target_tokens=target_tokens, hard=hard)
                 report.tidied = tidied
