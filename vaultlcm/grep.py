@@ -12,6 +12,12 @@ newest first), ``newest`` or ``oldest``; ``total`` counts every match so a
 caller knows when to page on with ``offset``, and ``count`` asks for the
 totals alone, by kind and by day.
 
+When both kinds are searched, a relevance page ranks messages and summaries
+each on its own and gives every third place from the second to a summary,
+ordered by its best line (:mod:`vaultlcm.ranking`: BM25 over whole notes buries
+a note under any short message with the words, yet a note's line is where a
+fact sits with its old value marked).
+
 Every word must match. When fewer than :data:`RELAX_BELOW` raw messages have
 every word (sorted by relevance), they all count as equally relevant and come
 newest first (a newer statement supersedes an older one; BM25 alone put a
@@ -46,6 +52,7 @@ from .errors import UsageError
 from .fsutil import read_file
 from .index.base import SORTS
 from .index.buffered import day_of
+from .ranking import RERANK, interleave, plan_page, rank_summaries
 from .recall import ContextView, Placer, iso_time, scope_kind
 
 if TYPE_CHECKING:
@@ -224,8 +231,16 @@ def grep(
         c = index.count_matches(pattern, per_day=True, **where)
         counts = Counts(c.total, c.by_kind.get("message", 0), c.by_kind.get("summary", 0), c.per_day)
         return GrepResult([], c.total, offset, limit, sort, counts=counts)
-    found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
-    total, by_kind = _totals(index, pattern, found, offset, limit, where, "all")
+    if sort == "relevance" and kind is None:  # both kinds: each ranked on its own, then mixed
+        c = index.count_matches(pattern, **where)
+        total, by_kind = c.total, {k: c.by_kind.get(k, 0) for k in ("message", "summary")}
+        if by_kind["message"] >= RELAX_BELOW and by_kind["summary"]:
+            found = _mixed(vault, index, pattern, offset, limit, by_kind, where)
+        else:
+            found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
+    else:
+        found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
+        total, by_kind = _totals(index, pattern, found, offset, limit, where, "all")
     some = 0
     if sort == "relevance" and kind != "summary" and by_kind["message"] < RELAX_BELOW:
         found, some = _few(index, pattern, found, total, by_kind, offset, limit, where)
@@ -302,6 +317,26 @@ def _few(index: Any, pattern: str, found: list[Any], total: int, by_kind: dict[s
     if not relaxable:
         return page, 0
     return page, index.count_matches(pattern, match="any", **msg_where).total - n_msg
+
+
+def _mixed(vault: "Vault", index: Any, pattern: str, offset: int, limit: int, by_kind: dict[str, int],
+           where: dict[str, Any]) -> list[Any]:
+    """A relevance page of both kinds, each ranked on its own, summaries by their best line (:mod:`.ranking`)."""
+    from .index.query import parse_query
+
+    plan = plan_page(offset, limit, by_kind["message"], by_kind["summary"])
+    n_msg, n_sum = plan.count("message"), plan.count("summary")
+    msgs = index.search(pattern, limit=n_msg, offset=plan.message_start, **{**where, "kind": "message"}) if n_msg else []
+    sums: list[Any] = []
+    if n_sum:
+        end = plan.summary_start + n_sum
+        if plan.summary_start >= RERANK:  # past the reranked head the index's order stands
+            sums = index.search(pattern, limit=n_sum, offset=plan.summary_start, **{**where, "kind": "summary"})
+        else:
+            head = index.search(pattern, limit=max(end, RERANK), **{**where, "kind": "summary"})
+            texts = [row.body if (row := vault.dag.get(h.id)) is not None else None for h in head[:RERANK]]
+            sums = rank_summaries(head, texts, parse_query(pattern))[plan.summary_start:end]
+    return interleave(plan, msgs, sums)
 
 
 def _labels(pattern: str) -> tuple[str, ...]:
