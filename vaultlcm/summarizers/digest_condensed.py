@@ -172,12 +172,17 @@ def _topics(child: Child, day: Day, depth: int) -> list[str]:
     else:
         lines = ([ln for ln in day.lines if ln.section == "Asked"] or [ln for ln in day.lines if ln.section == FOUND]
                  or day.lines)
-        sentences = [s.strip(" …") for line in lines for s in split_sentences(strip_links(line.text))
-                     if s.strip(" …")]
+        said = [[s.strip(" …") for s in split_sentences(strip_links(line.text)) if s.strip(" …")] for line in lines]
+        sentences = [(s, k, i) for i, line_sentences in enumerate(said) for k, s in enumerate(line_sentences)]
         # What the person asked for, not the "Nice." or "Back from lunch." around it.
-        best = next((s for s in sentences if len(s.split()) >= 4 and not CHITCHAT_RE.match(s)
-                     and (s.rstrip().endswith("?") or score(s) >= 3)), sentences[0] if sentences else "")
-        found = [best] if best else []
+        best = next(((s, k, i) for s, k, i in sentences if len(s.split()) >= 4 and not CHITCHAT_RE.match(s)
+                     and (s.rstrip().endswith("?") or score(s) >= 3)), sentences[0] if sentences else None)
+        found = []
+        if best is not None:
+            text, k, i = best
+            # "Can you dig in?" stands for the sentence before it, which says what it is about.
+            before = next((s for s in reversed(said[i][:k]) if len(s.split()) >= 6 and not CHITCHAT_RE.match(s)), None)
+            found = [before if before and len(text.split()) < 6 else text]
     out: list[str] = []
     for text in found:
         short = lead(text, n)

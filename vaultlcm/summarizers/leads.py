@@ -98,14 +98,21 @@ def _natural_cut(tokens: list[str], words: int) -> str:
     while end > 3 and tokens[end - 1].lower().strip(",;:.") in _DANGLING:
         end -= 1
     out = _closed(" ".join(tokens[:end]).rstrip(",;:—–- "))
-    return out if any(ch.isalnum() for ch in out) else " ".join(tokens[:end])
+    if any(ch.isalnum() for ch in out):
+        return out
+    # Only punctuation within the first words (": 0 0"): up to the first word that says something.
+    end = next((k + 1 for k, t in enumerate(tokens) if any(ch.isalnum() for ch in t)), end)
+    return _closed(" ".join(tokens[:end])) or " ".join(tokens[:end])
 
 
 def _closed(text: str) -> str:
     """``text`` without an aside or a code quote it opens and does not close."""
-    if text.count("(") > text.count(")"):
+    while "(" in text.rsplit(")", 1)[-1]:
         head = text[: text.rfind("(")].rstrip(" ,;:—–-")
-        text = head if any(ch.isalnum() for ch in head) else text.replace("(", "")
+        if not any(ch.isalnum() for ch in head):
+            text = text.replace("(", "")
+            break
+        text = head
     if text.count("`") % 2:
         text = text.replace("`", "")
     return text
