@@ -50,6 +50,7 @@ DECISION_WORDS = 7
 #: comes back for; a topic is what a day was about, the link leads to the rest of it.
 SECOND_TOPIC = {1: 6}
 DEFAULT_SECOND_TOPIC = 4
+FIRST_DONE_BONUS = 2
 #: Key phrases one timeline entry may carry (the weightiest: changes, people, dates, numbers).
 MAX_FACTS = {1: 14}
 DEFAULT_MAX_FACTS = 24
@@ -354,6 +355,8 @@ def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str]) -> N
             tally.tests = ""
         parts = tally.parts()
         for t, (text, weight) in enumerate(parts):
+            # An account says what was done each day: the most telling of it outranks most facts up high.
+            weight += FIRST_DONE_BONUS if t == 0 and depth > 1 else 0
             draft.units.append(Unit(TIMELINE, line, (i, k, 2, t), text, link, weight, joiner="; ", part="done"))
         done = " ".join(text for text, _ in parts).lower()
         facts = [f for f in _facts(child, day.lines) if f[0].lower() not in done and f[0].lower() not in said]

@@ -46,7 +46,7 @@ def bare(text: str) -> str:
     if not any(ch.isalnum() for ch in stripped):
         return flat  # "And," is all it says: say that
     first = stripped.split(" ", 1)[0]
-    if flat[:1].isupper() and first.isalpha():  # "tests/x.py started failing" stays as it is written
+    if flat[:1].isupper() and first.replace("'", "").replace("’", "").isalpha():  # "tests/x.py started failing" stays as it is written
         return stripped[:1].upper() + stripped[1:]
     return stripped
 
