@@ -1,19 +1,24 @@
-"""A condensed digest: a dated timeline of the children, decisions merged, values marked.
+"""A condensed digest: a dated account of the children, decisions merged, facts kept, values marked.
 
 Each child (a leaf or a lower condensed note, in any format: the digest's own,
-an LLM's prose, a person's edit) becomes one **Timeline** line:
+an LLM's prose, a person's edit) gives one **Timeline** entry per day it
+covers (see :mod:`.digest_days`), so an entry never spans two days and the
+entries roll up level by level:
 
-    - Nov 2, 09:14–11:30 · fix flaky due-date test LEDG-482 · edited invoice.py (+8 −3) ·
-      3,612 invoices, Priya [[sum_…|↗]]
+    - Nov 2, 09:14–11:30 · CI on main went red twice over the weekend · commit 3f9c2ab;
+      edited invoice.py (+8 −3) · LEDG-482, 3,612 invoices, Greta took over on-call [[sum_…|↗]]
 
-its time span, what it was about (a few words of what was asked), what was
-done (tallied: files edited, tests, commits, pull requests) and the facts it
-holds as short key phrases (people and roles, dates, numbers, identifiers).
-**Decided** merges the decisions of all children and marks values that
-changed (``deadline: July 19 (was July 4)``); **Open** keeps what is still to
-do, the newest first. Wording is re-composed, never long runs copied from the
-children, so each level compresses instead of repeating. Correction lines are
-kept verbatim.
+its span, what that day was about (the person's request as a phrase in their
+words, see :mod:`.leads`), what was done (tallied: commits, pull requests,
+files edited, tests) and the facts that came up that day as short key phrases
+(people and roles, dates, numbers, identifiers), each said once per note. The
+facts are the core of the budget (the model reads these notes when the raw
+messages no longer fit); the framing (span, topic, tally) is a small share
+of it, so the account costs the reader few facts. **Decided** merges the
+decisions of all children and marks values that changed (``deadline: July 19
+(was July 4)``); **Open** keeps what is still to do, the newest first.
+Wording is re-composed, never long runs copied from the children, so each
+level compresses instead of repeating. Correction lines are kept verbatim.
 """
 
 from __future__ import annotations
