@@ -56,6 +56,13 @@ DECISION_WORDS = 7
 SECOND_TOPIC = {1: 6}
 DEFAULT_SECOND_TOPIC = 4
 FIRST_DONE_BONUS = 2
+#: A note with at most this many entries (or at depth 1 or 2) says every day in full: an account to read.
+FULL_ACCOUNT_ENTRIES = 6
+FULL_ACCOUNT_DEPTH = 2
+#: Weight of the entry for a child's second and later days in a note with more entries than that.
+LATER_DAY_WEIGHT = 7
+#: Weight of what a later day was about, there: the date and the facts say enough when room is short.
+LATER_DAY_TOPIC = 4
 #: Key phrases one timeline entry may carry (the weightiest: changes, people, dates, numbers).
 MAX_FACTS = {1: 14}
 DEFAULT_MAX_FACTS = 24
@@ -256,8 +263,11 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     opens: list[tuple[str, Child, int]] = []
     changes: dict[frozenset[str], list[tuple[str, str, str, Child]]] = {}
     said: set[str] = set()
+    days_of = [child_days(c.body, c.item.at, c.item.latest_at) for c in children]
+    # High up, one child covers weeks: a line per day in full would spend the note on dates.
+    economy = depth > FULL_ACCOUNT_DEPTH and sum(map(len, days_of)) > FULL_ACCOUNT_ENTRIES
     for child in children:
-        _timeline_units(draft, child, depth, said)
+        _timeline_units(draft, child, depth, said, days_of[child.index], economy)
         for n, body_line in enumerate(child.body.lines):
             text = strip_links(body_line.text)
             for change in value_changes(text):
@@ -331,7 +341,7 @@ def _change_units(draft: Draft, changes: dict[frozenset[str], list[tuple[str, st
                                 10))
 
 
-def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str]) -> None:
+def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str], days: list[Day], economy: bool) -> None:
     """One timeline entry per day the child covers: ``span · topics · what was done · facts``.
 
     ``said`` holds the facts (lower case) an earlier entry of this note carries
@@ -339,17 +349,23 @@ def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str]) -> N
     """
     i = child.index
     link = child.item.link
-    days = child_days(child.body, child.item.at, child.item.latest_at)
     for k, day in enumerate(days):
         line = ("timeline", i, k)
-        span = day.span() or (time_span(child.item.at, child.item.latest_at) if len(days) == 1 else "")
-        draft.units.append(Unit(TIMELINE, line, (i, k, 0, 0), span or f"part {i + 1}", link, 30, part="span",
-                                required=True))
+        # Every child opens with its first day; high up, where one child covers weeks, a later day's
+        # entry (its date alone, no clock) comes with the facts that earn it, never on its own, so the
+        # dates do not crowd out what happened on them.
+        extra_day = k > 0 and economy
+        span = day.span(clock=not extra_day) or (time_span(child.item.at, child.item.latest_at)
+                                                 if len(days) == 1 else "")
+        draft.units.append(Unit(TIMELINE, line, (i, k, 0, 0), span or f"part {i + 1}", link,
+                                LATER_DAY_WEIGHT if extra_day else 30, part="span", required=True,
+                                alone=not extra_day))
         topics = _topics(child, day, depth)
         second = SECOND_TOPIC.get(depth, DEFAULT_SECOND_TOPIC)
         for t, topic in enumerate(topics[: 6 if depth == 1 else 3]):
-            draft.units.append(Unit(TIMELINE, line, (i, k, 1, t), topic, link, 30 if t == 0 else second - t,
-                                    joiner="; ", part="gist", required=t == 0))
+            weight = (LATER_DAY_TOPIC if extra_day else 30) if t == 0 else second - t
+            draft.units.append(Unit(TIMELINE, line, (i, k, 1, t), topic, link, weight, joiner="; ", part="gist",
+                                    required=t == 0 and not extra_day))
         tally = Tally()
         for body_line in day.lines:
             if body_line.section in (DONE, TIMELINE):
@@ -361,12 +377,14 @@ def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str]) -> N
         parts = tally.parts()
         for t, (text, weight) in enumerate(parts):
             # An account says what was done each day: the most telling of it outranks most facts up high.
-            weight += FIRST_DONE_BONUS if t == 0 and depth > 1 else 0
+            weight += FIRST_DONE_BONUS if t == 0 and depth > 1 and not extra_day else 0
             draft.units.append(Unit(TIMELINE, line, (i, k, 2, t), text, link, weight, joiner="; ", part="done"))
         done = " ".join(text for text, _ in parts).lower()
         facts = [f for f in _facts(child, day.lines) if f[0].lower() not in done and f[0].lower() not in said]
         facts = sorted(facts, key=lambda pw: -pw[1])[: MAX_FACTS.get(depth, DEFAULT_MAX_FACTS)]
         said.update(f[0].lower() for f in facts)
         for t, (phrase, weight) in enumerate(facts):
+            # A fact on a later day's entry costs that entry too: an equal fact on an entry already said goes first.
+            weight -= extra_day
             draft.units.append(Unit(TIMELINE, line, (i, k, 3, t), phrase, link, weight, joiner=", ",
                                     part="facts"))

@@ -34,11 +34,13 @@ class Day:
     """``HH:MM`` of the last activity that day; None when it went on past midnight."""
     lines: list[BodyLine] = field(default_factory=list)
 
-    def span(self) -> str:
-        """``Nov 2, 09:14–11:30``, ``Nov 2, from 16:24``, ``Nov 3, until 09:02`` or ``Nov 3``."""
+    def span(self, clock: bool = True) -> str:
+        """``Nov 2, 09:14–11:30``, ``Nov 2, from 16:24``, ``Nov 3, until 09:02`` or ``Nov 3`` (without ``clock``)."""
         if self.day is None:
             return ""
         head = f"{_MONTHS[self.day.month - 1]} {self.day.day}"
+        if not clock:
+            return head
         if self.start and self.end:
             return f"{head}, {self.start}" if self.start == self.end else f"{head}, {self.start}–{self.end}"
         if self.start:

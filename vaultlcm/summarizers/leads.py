@@ -91,7 +91,10 @@ def _first_run(text: str) -> str:
 def _natural_cut(tokens: list[str], words: int) -> str:
     for i in range(min(words, len(tokens) - 1), 3, -1):
         if tokens[i].lower() in _CUT_BEFORE and tokens[i - 1][-1:] not in "(`\"'":
-            out = _closed(" ".join(tokens[:i]).rstrip(",;:—–- "))
+            end = i
+            while end > 3 and tokens[end - 1].lower().strip(",;:.") in _DANGLING:
+                end -= 1  # "a partial index rather | than": not "… rather"
+            out = _closed(" ".join(tokens[:end]).rstrip(",;:—–- "))
             if any(ch.isalnum() for ch in out):
                 return out
     end = min(words, len(tokens))

@@ -282,7 +282,7 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
 
 _PREF_PHRASE = re.compile(
     r"(?:\b[A-Z][a-z]+\s+)?\b(?:prefers?|preferred|likes|hates|dislikes|loves|would rather|'d rather|"
-    r"(?:always|never) wants?|insists? on|(?<=I )(?:really )?(?:like|love|hate|want))\s+"
+    r"(?:always|never) (?:wants?|use)|insists? on|(?<=I )(?:really )?(?:like|love|hate|want))\s+"
     r"(?:(?!(?:over|instead|never|not|no|rather|to|in|for|on|at|when|because|so|and|but)\b)[^\s,;.]+\s?){1,4}"
     r"(?:\s*(?:over|instead of|rather than)\s+[^\s,;.]+)?"
 )
