@@ -297,3 +297,23 @@ def test_condensed_timelines_over_any_days(children: list[tuple[int, int, list[s
     for line in upper.splitlines():
         # quoted content never makes a heading, a forged entry or a person's correction of its own
         assert line in ("### Timeline", "### Decided", "### Open") or line.startswith("- "), line
+
+
+def test_high_up_a_later_day_comes_with_its_facts_never_as_a_bare_date() -> None:
+    """A note above depth 2 over many days: each child's first day in full, later days only with facts."""
+    def child(n: int, first: int) -> SourceItem:
+        lines = [f"- Nov {first + d}, 09:{d:02d}–17:{d:02d} · Ship part {d} of the exporter for LEDG-{n}{d} · "
+                 f"commit {n}{d}a0b1c · build {5000 + 10 * n + d}, October {first + d} [[sum_{n}{d}|↗]]" for d in range(5)]
+        body = "### Timeline\n" + "\n".join(lines)
+        return as_child(body, f"sum_{n:016x}", f"2026-11-{first:02d}T09:00:00Z", f"2026-11-{first + 4:02d}T17:04:00Z", 2)
+
+    items = (child(1, 2), child(2, 9))
+    roomy = summarize(items, 3, 4000)
+    assert one_entry_per_day(roomy, date(2026, 11, 2)) == [date(2026, 11, d) for d in (*range(2, 7), *range(9, 14))]
+    assert "October 13" in roomy and "build 5024" in roomy  # with room, every day and its facts
+    for target in (60, 120, 200):
+        tight = summarize(items, 3, target)
+        assert count_tokens(tight) <= target
+        for entry, _ in entries(tight):
+            assert " · " in entry, entry  # never a date alone
+        one_entry_per_day(tight, date(2026, 11, 2))
