@@ -384,7 +384,5 @@ def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str], days
         facts = sorted(facts, key=lambda pw: -pw[1])[: MAX_FACTS.get(depth, DEFAULT_MAX_FACTS)]
         said.update(f[0].lower() for f in facts)
         for t, (phrase, weight) in enumerate(facts):
-            # A fact on a later day's entry costs that entry too: an equal fact on an entry already said goes first.
-            weight -= extra_day
             draft.units.append(Unit(TIMELINE, line, (i, k, 3, t), phrase, link, weight, joiner=", ",
                                     part="facts"))
