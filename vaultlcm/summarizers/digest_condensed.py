@@ -55,6 +55,7 @@ DECISION_WORDS = 7
 #: comes back for; a topic is what a day was about, the link leads to the rest of it.
 SECOND_TOPIC = {1: 6}
 DEFAULT_SECOND_TOPIC = 4
+#: High up (above depth 2), what was done each day (commits, pull requests) outranks most facts: it is the account.
 FIRST_DONE_BONUS = 2
 #: A note with at most this many entries (or at depth 1 or 2) says every day in full: an account to read.
 FULL_ACCOUNT_ENTRIES = 6
@@ -266,8 +267,9 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     days_of = [child_days(c.body, c.item.at, c.item.latest_at) for c in children]
     # High up, one child covers weeks: a line per day in full would spend the note on dates.
     economy = depth > FULL_ACCOUNT_DEPTH and sum(map(len, days_of)) > FULL_ACCOUNT_ENTRIES
+    heads: list[str] = []
     for child in children:
-        _timeline_units(draft, child, depth, said, days_of[child.index], economy)
+        heads.extend(_timeline_units(draft, child, depth, said, days_of[child.index], economy))
         for n, body_line in enumerate(child.body.lines):
             text = strip_links(body_line.text)
             for change in value_changes(text):
@@ -283,7 +285,7 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
             elif body_line.section == OPEN:
                 opens.append((text, child, n))
     _change_units(draft, changes)
-    kept: list[str] = []
+    kept: list[str] = list(heads)  # a decision the timeline says already is not said twice
     for text, child, n in reversed(decisions):  # the newest wording of a decision wins
         short = restate(text, DECISION_WORDS)
         if change_of(short) or any(_similar(short, k) for k in kept) or not _says_what(text):
@@ -341,12 +343,15 @@ def _change_units(draft: Draft, changes: dict[frozenset[str], list[tuple[str, st
                                 10))
 
 
-def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str], days: list[Day], economy: bool) -> None:
+def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str], days: list[Day],
+                    economy: bool) -> list[str]:
     """One timeline entry per day the child covers: ``span · topics · what was done · facts``.
 
     ``said`` holds the facts (lower case) an earlier entry of this note carries
-    already: a fact is said once per note, where it first came up.
+    already: a fact is said once per note, where it first came up. Returns the
+    topics every kept entry opens with.
     """
+    heads: list[str] = []
     i = child.index
     link = child.item.link
     for k, day in enumerate(days):
@@ -364,6 +369,8 @@ def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str], days
         second = SECOND_TOPIC.get(depth, DEFAULT_SECOND_TOPIC)
         for t, topic in enumerate(topics[: 6 if depth == 1 else 3]):
             weight = (LATER_DAY_TOPIC if extra_day else 30) if t == 0 else second - t
+            if t == 0 and not extra_day:
+                heads.append(topic)
             draft.units.append(Unit(TIMELINE, line, (i, k, 1, t), topic, link, weight, joiner="; ", part="gist",
                                     required=t == 0 and not extra_day))
         tally = Tally()
@@ -377,7 +384,7 @@ def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str], days
         parts = tally.parts()
         for t, (text, weight) in enumerate(parts):
             # An account says what was done each day: the most telling of it outranks most facts up high.
-            weight += FIRST_DONE_BONUS if t == 0 and depth > 1 and not extra_day else 0
+            weight += FIRST_DONE_BONUS if t == 0 and depth > FULL_ACCOUNT_DEPTH and not extra_day else 0
             draft.units.append(Unit(TIMELINE, line, (i, k, 2, t), text, link, weight, joiner="; ", part="done"))
         done = " ".join(text for text, _ in parts).lower()
         facts = [f for f in _facts(child, day.lines) if f[0].lower() not in done and f[0].lower() not in said]
@@ -386,3 +393,4 @@ def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str], days
         for t, (phrase, weight) in enumerate(facts):
             draft.units.append(Unit(TIMELINE, line, (i, k, 3, t), phrase, link, weight, joiner=", ",
                                     part="facts"))
+    return heads
