@@ -51,6 +51,8 @@ class Unit:
     """Units of one line in different parts are joined by " · "; sentences (None) by " " or " … " after a gap."""
     required: bool = False
     """Kept whenever its line is kept (the date of a timeline entry)."""
+    alone: bool = True
+    """Whether the unit may make a line by itself (a later day's date says nothing without its facts)."""
     tokens: int = 0
 
     def __post_init__(self) -> None:
@@ -171,6 +173,11 @@ def pack(draft: Draft, budget: int) -> str:
         if len(chosen) == before:
             break
         text = render_units(draft, chosen)
+    if any(not u.alone for u in chosen):
+        company = {u.line for u in chosen if u.alone}
+        if any(u.line not in company for u in chosen):
+            chosen = [u for u in chosen if u.line in company]  # a date whose facts did not fit goes too
+            text = render_units(draft, chosen)
     if count_tokens(text) > budget:  # only the corrections left and still too long: keep them whole
         text = fixed
     if not chosen and not fixed:

@@ -1,19 +1,24 @@
-"""A condensed digest: a dated timeline of the children, decisions merged, values marked.
+"""A condensed digest: a dated account of the children, decisions merged, facts kept, values marked.
 
 Each child (a leaf or a lower condensed note, in any format: the digest's own,
-an LLM's prose, a person's edit) becomes one **Timeline** line:
+an LLM's prose, a person's edit) gives one **Timeline** entry per day it
+covers (see :mod:`.digest_days`), so an entry never spans two days and the
+entries roll up level by level:
 
-    - Nov 2, 09:14–11:30 · fix flaky due-date test LEDG-482 · edited invoice.py (+8 −3) ·
-      3,612 invoices, Priya [[sum_…|↗]]
+    - Nov 2, 09:14–11:30 · CI on main went red twice over the weekend · commit 3f9c2ab;
+      edited invoice.py (+8 −3) · LEDG-482, 3,612 invoices, Greta took over on-call [[sum_…|↗]]
 
-its time span, what it was about (a few words of what was asked), what was
-done (tallied: files edited, tests, commits, pull requests) and the facts it
-holds as short key phrases (people and roles, dates, numbers, identifiers).
-**Decided** merges the decisions of all children and marks values that
-changed (``deadline: July 19 (was July 4)``); **Open** keeps what is still to
-do, the newest first. Wording is re-composed, never long runs copied from the
-children, so each level compresses instead of repeating. Correction lines are
-kept verbatim.
+its span, what that day was about (the person's request as a phrase in their
+words, see :mod:`.leads`), what was done (tallied: commits, pull requests,
+files edited, tests) and the facts that came up that day as short key phrases
+(people and roles, dates, numbers, identifiers), each said once per note. The
+facts are the core of the budget (the model reads these notes when the raw
+messages no longer fit); the framing (span, topic, tally) is a small share
+of it, so the account costs the reader few facts. **Decided** merges the
+decisions of all children and marks values that changed (``deadline: July 19
+(was July 4)``); **Open** keeps what is still to do, the newest first.
+Wording is re-composed, never long runs copied from the children, so each
+level compresses instead of repeating. Correction lines are kept verbatim.
 """
 
 from __future__ import annotations
@@ -30,28 +35,35 @@ from .body import (
     FOUND,
     OPEN,
     TIMELINE,
+    BodyLine,
     ParsedBody,
     correction_line,
     parse_body,
     strip_links,
 )
 from .digest import Draft, Unit
+from .digest_days import Day, child_days
 from .facts import CHITCHAT_RE, facts_of, score, split_sentences
-from .phrases import (
-    PHRASE_WEIGHT,
-    first_words,
-    key_phrases,
-    recompose,
-    telegraph,
-    time_span,
-    value_changes,
-    without_interjections,
-)
+from .leads import lead, restate
+from .phrases import PHRASE_WEIGHT, key_phrases, time_span, value_changes
 
-#: Words of a child's own wording a condensed line may repeat in a row (8-grams are the measure of copying).
-GIST_WORDS = {1: 9, 2: 7}
-DEFAULT_GIST_WORDS = 5
+#: Words of what a stretch of work was about a timeline entry opens with (whole phrases, articles and all).
+LEAD_WORDS = {1: 10, 2: 9}
+DEFAULT_LEAD_WORDS = 8
 DECISION_WORDS = 7
+#: Weight of a day's second topic (less for a third): below dates, numbers and tickets, which a reader
+#: comes back for; a topic is what a day was about, the link leads to the rest of it.
+SECOND_TOPIC = {1: 6}
+DEFAULT_SECOND_TOPIC = 4
+#: High up (above depth 2), what was done each day (commits, pull requests) outranks most facts: it is the account.
+FIRST_DONE_BONUS = 2
+#: A note with at most this many entries (or at depth 1 or 2) says every day in full: an account to read.
+FULL_ACCOUNT_ENTRIES = 6
+FULL_ACCOUNT_DEPTH = 2
+#: Weight of the entry for a child's second and later days in a note with more entries than that.
+LATER_DAY_WEIGHT = 7
+#: Weight of what a later day was about, there: the date and the facts say enough when room is short.
+LATER_DAY_TOPIC = 4
 #: Key phrases one timeline entry may carry (the weightiest: changes, people, dates, numbers).
 MAX_FACTS = {1: 14}
 DEFAULT_MAX_FACTS = 24
@@ -157,34 +169,51 @@ class Child:
     """Whether the child is itself a condensed digest (has a Timeline)."""
 
 
-def _gist(child: Child, depth: int) -> list[str]:
-    """What a child was about: a few re-worded words per topic."""
-    n = GIST_WORDS.get(depth, DEFAULT_GIST_WORDS)
+def _topics(child: Child, day: Day, depth: int) -> list[str]:
+    """What a child was about that day: a readable phrase per topic, the first thing asked first.
+
+    From a condensed child, the headline of each of its entries that day (first
+    topics before second ones); from a leaf or any other note, the person's
+    request that day, else what says the most.
+    """
+    n = LEAD_WORDS.get(depth, DEFAULT_LEAD_WORDS)
     if child.timeline:
-        topics = []
-        for line in child.body.section(TIMELINE):
+        heads = []
+        for line in day.lines:
             parts = [p.strip() for p in strip_links(line.text).split(" · ")]
-            topic = parts[1] if len(parts) > 1 else parts[0]
-            topics.append(first_words(telegraph(topic.split(" … ")[0]), n))
-        return [t for t in dict.fromkeys(topics) if t.strip(" …")]
-    lines = child.body.section("Asked") or child.body.section(FOUND) or child.body.lines
-    sentences = [s for line in lines for s in split_sentences(strip_links(line.text)) if s.strip(" …")]
-    # What the person asked for, not the "Nice." or "Back from lunch." around it.
-    best = next((s for s in sentences if len(s.split()) >= 4 and not CHITCHAT_RE.match(s)
-                 and (s.rstrip().endswith("?") or score(s) >= 3)), sentences[0] if sentences else "")
-    text = first_words(telegraph(without_interjections(best)), n)
-    return [text] if text.strip(" …") else []
+            heads.append([t for t in (parts[1] if len(parts) > 1 else parts[0]).split("; ") if t.strip(" …")])
+        found = [h[k] for k in range(3) for h in heads if len(h) > k]
+    else:
+        lines = ([ln for ln in day.lines if ln.section == "Asked"] or [ln for ln in day.lines if ln.section == FOUND]
+                 or day.lines)
+        said = [[s.strip(" …") for s in split_sentences(strip_links(line.text)) if s.strip(" …")] for line in lines]
+        sentences = [(s, k, i) for i, line_sentences in enumerate(said) for k, s in enumerate(line_sentences)]
+        # What the person asked for, not the "Nice." or "Back from lunch." around it.
+        best = next(((s, k, i) for s, k, i in sentences if len(s.split()) >= 4 and not CHITCHAT_RE.match(s)
+                     and (s.rstrip().endswith("?") or score(s) >= 3)), sentences[0] if sentences else None)
+        found = []
+        if best is not None:
+            text, k, i = best
+            # "Can you dig in?" stands for the sentence before it, which says what it is about.
+            before = next((s for s in reversed(said[i][:k]) if len(s.split()) >= 6 and not CHITCHAT_RE.match(s)), None)
+            found = [before if before and len(text.split()) < 6 else text]
+    out: list[str] = []
+    for text in found:
+        short = lead(text, n)
+        if short.strip(" …") and not any(_similar(short, o) for o in out):
+            out.append(short)
+    return out
 
 
-def _facts(child: Child) -> list[tuple[str, int]]:
-    """Key phrases of a child with their importance (done lines excluded: they are tallied).
+def _facts(child: Child, lines: list[BodyLine]) -> list[tuple[str, int]]:
+    """Key phrases of a child's ``lines`` with their importance (done lines excluded: they are tallied).
 
     Code names (``issue_invoice(nz_account, lines)``) count little and a few of them say enough.
     """
     out: list[tuple[str, int]] = []
     seen: list[str] = []
     code = 0
-    for line in child.body.lines:
+    for line in lines:
         text = strip_links(line.text)
         if line.section == DONE:
             # What was done is tallied; what it showed (a failed build, a crashed job, a tag) is a fact.
@@ -234,8 +263,13 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     decisions: list[tuple[str, Child, int]] = []
     opens: list[tuple[str, Child, int]] = []
     changes: dict[frozenset[str], list[tuple[str, str, str, Child]]] = {}
+    said: set[str] = set()
+    days_of = [child_days(c.body, c.item.at, c.item.latest_at) for c in children]
+    # High up, one child covers weeks: a line per day in full would spend the note on dates.
+    economy = depth > FULL_ACCOUNT_DEPTH and sum(map(len, days_of)) > FULL_ACCOUNT_ENTRIES
+    heads: list[str] = []
     for child in children:
-        _timeline_units(draft, child, depth)
+        heads.extend(_timeline_units(draft, child, depth, said, days_of[child.index], economy))
         for n, body_line in enumerate(child.body.lines):
             text = strip_links(body_line.text)
             for change in value_changes(text):
@@ -251,9 +285,9 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
             elif body_line.section == OPEN:
                 opens.append((text, child, n))
     _change_units(draft, changes)
-    kept: list[str] = []
+    kept: list[str] = list(heads)  # a decision the timeline says already is not said twice
     for text, child, n in reversed(decisions):  # the newest wording of a decision wins
-        short = recompose(text, DECISION_WORDS)
+        short = restate(text, DECISION_WORDS)
         if change_of(short) or any(_similar(short, k) for k in kept) or not _says_what(text):
             continue
         kept.append(short)
@@ -263,7 +297,7 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     for text, child, n in reversed(opens):
         if depth > 1 and len(kept) >= MAX_OPEN_ABOVE:
             break
-        short = recompose(text, DECISION_WORDS)
+        short = restate(text, DECISION_WORDS)
         if any(_similar(short, k) for k in kept):
             continue
         kept.append(short)
@@ -309,28 +343,54 @@ def _change_units(draft: Draft, changes: dict[frozenset[str], list[tuple[str, st
                                 10))
 
 
-def _timeline_units(draft: Draft, child: Child, depth: int) -> None:
+def _timeline_units(draft: Draft, child: Child, depth: int, said: set[str], days: list[Day],
+                    economy: bool) -> list[str]:
+    """One timeline entry per day the child covers: ``span · topics · what was done · facts``.
+
+    ``said`` holds the facts (lower case) an earlier entry of this note carries
+    already: a fact is said once per note, where it first came up. Returns the
+    topics every kept entry opens with.
+    """
+    heads: list[str] = []
     i = child.index
-    line = ("timeline", i)
     link = child.item.link
-    span = time_span(child.item.at, child.item.latest_at) or f"part {i + 1}"
-    draft.units.append(Unit(TIMELINE, line, (i, 0, 0), span, link, 30, part="span", required=True))
-    topics = _gist(child, depth)
-    for k, topic in enumerate(topics[: 6 if depth == 1 else 3]):
-        draft.units.append(Unit(TIMELINE, line, (i, 0, 1 + k), topic, link, 30 if k == 0 else 10 - k,
-                                joiner="; ", part="gist", required=k == 0))
-    tally = Tally()
-    for body_line in child.body.lines:
-        if body_line.section in (DONE, TIMELINE):
-            tally.absorb(strip_links(body_line.text))
-    if depth > 1:
-        # Counts of routine work, and which test run came last, say nothing this far up.
-        tally.commands = tally.reads = 0
-        tally.tests = ""
-    for k, (text, weight) in enumerate(tally.parts()):
-        draft.units.append(Unit(TIMELINE, line, (i, 0, 10 + k), text, link, weight, joiner="; ", part="done"))
-    said = " ".join(text for text, _ in tally.parts()).lower()
-    facts = sorted((f for f in _facts(child) if f[0].lower() not in said),
-                   key=lambda pw: -pw[1])[: MAX_FACTS.get(depth, DEFAULT_MAX_FACTS)]
-    for k, (phrase, weight) in enumerate(facts):
-        draft.units.append(Unit(TIMELINE, line, (i, 0, 100 + k), phrase, link, weight, joiner=", ", part="facts"))
+    for k, day in enumerate(days):
+        line = ("timeline", i, k)
+        # Every child opens with its first day; high up, where one child covers weeks, a later day's
+        # entry (its date alone, no clock) comes with the facts that earn it, never on its own, so the
+        # dates do not crowd out what happened on them.
+        extra_day = k > 0 and economy
+        span = day.span(clock=not extra_day) or (time_span(child.item.at, child.item.latest_at)
+                                                 if len(days) == 1 else "")
+        draft.units.append(Unit(TIMELINE, line, (i, k, 0, 0), span or f"part {i + 1}", link,
+                                LATER_DAY_WEIGHT if extra_day else 30, part="span", required=True,
+                                alone=not extra_day))
+        topics = _topics(child, day, depth)
+        second = SECOND_TOPIC.get(depth, DEFAULT_SECOND_TOPIC)
+        for t, topic in enumerate(topics[: 6 if depth == 1 else 3]):
+            weight = (LATER_DAY_TOPIC if extra_day else 30) if t == 0 else second - t
+            if t == 0 and not extra_day:
+                heads.append(topic)
+            draft.units.append(Unit(TIMELINE, line, (i, k, 1, t), topic, link, weight, joiner="; ", part="gist",
+                                    required=t == 0 and not extra_day))
+        tally = Tally()
+        for body_line in day.lines:
+            if body_line.section in (DONE, TIMELINE):
+                tally.absorb(strip_links(body_line.text))
+        if depth > 1:
+            # Counts of routine work, and which test run came last, say nothing this far up.
+            tally.commands = tally.reads = 0
+            tally.tests = ""
+        parts = tally.parts()
+        for t, (text, weight) in enumerate(parts):
+            # An account says what was done each day: the most telling of it outranks most facts up high.
+            weight += FIRST_DONE_BONUS if t == 0 and depth > FULL_ACCOUNT_DEPTH and not extra_day else 0
+            draft.units.append(Unit(TIMELINE, line, (i, k, 2, t), text, link, weight, joiner="; ", part="done"))
+        done = " ".join(text for text, _ in parts).lower()
+        facts = [f for f in _facts(child, day.lines) if f[0].lower() not in done and f[0].lower() not in said]
+        facts = sorted(facts, key=lambda pw: -pw[1])[: MAX_FACTS.get(depth, DEFAULT_MAX_FACTS)]
+        said.update(f[0].lower() for f in facts)
+        for t, (phrase, weight) in enumerate(facts):
+            draft.units.append(Unit(TIMELINE, line, (i, k, 3, t), phrase, link, weight, joiner=", ",
+                                    part="facts"))
+    return heads

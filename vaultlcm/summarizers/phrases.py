@@ -3,9 +3,7 @@
 A digest that copied its sources' sentences would not compress, and a
 condensed note that copied its children's lines would only repeat them. These
 functions re-word instead: a sentence cut at clause boundaries
-(:func:`shorten`), a headline without articles and fillers
-(:func:`telegraph`), a few words and then the facts a line holds
-(:func:`recompose`), the short spans worth carrying up the DAG by kind
+(:func:`shorten`), the short spans worth carrying up the DAG by kind
 (:func:`key_phrases`: changed values as ``key: new (was old)``, people and
 roles, preferences, choices, dates, numbers with what they count,
 identifiers), and ``Nov 2, 09:14–11:30`` for a time range.
@@ -19,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..tokens import count_tokens, truncate_to_tokens
-from .facts import (CLAUSE_RE, DATE_GATE, DIGITS, IDENT_RE, MAX_UNIT_CHARS, MONTHS, NUMBER_GATE, ROLE_GATE, ROLE_RE, Gated,
+from .facts import (CLAUSE_RE, DATE_GATE, DIGITS, IDENT_RE, MAX_UNIT_CHARS, NUMBER_GATE, ROLE_GATE, ROLE_RE, Gated,
                     ascii_lower, names_in, score)
 
 _I = re.IGNORECASE
@@ -80,25 +78,6 @@ def clip_words(text: str, max_tokens: int) -> str:
         head = head.rsplit(" ", 1)[0] if " " in head else ""
         out = head + " …" if head else ""
     return out
-
-
-def first_words(text: str, n: int) -> str:
-    """The first ``n`` words of ``text`` (with "…" when more follow), never splitting "July | 19"."""
-    words = text.split()
-    if len(words) <= n + 1:
-        return text
-    n = _safe_cut(words, n)
-    if n >= len(words):
-        return text
-    return " ".join(words[:n]).rstrip(",;:") + " …"
-
-
-def _safe_cut(words: list[str], n: int) -> int:
-    """A cut at or after ``n`` that does not split a date, an amount or an arrow from what it joins."""
-    while n < len(words) and (_MONTH_WORD.match(words[n - 1]) or words[n][:1] in "(→-" or words[n - 1] in ("→", "->")
-                              or (words[n][:1].isdigit() and words[n - 1][-1:].isalpha() and len(words[n]) <= 4)):
-        n += 1
-    return n
 
 
 # -- key phrases -----------------------------------------------------------------------
@@ -303,14 +282,9 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
 
 _PREF_PHRASE = re.compile(
     r"(?:\b[A-Z][a-z]+\s+)?\b(?:prefers?|preferred|likes|hates|dislikes|loves|would rather|'d rather|"
-    r"(?:always|never) wants?|insists? on|(?<=I )(?:really )?(?:like|love|hate|want))\s+"
+    r"(?:always|never) (?:wants?|use)|insists? on|(?<=I )(?:really )?(?:like|love|hate|want))\s+"
     r"(?:(?!(?:over|instead|never|not|no|rather|to|in|for|on|at|when|because|so|and|but)\b)[^\s,;.]+\s?){1,4}"
     r"(?:\s*(?:over|instead of|rather than)\s+[^\s,;.]+)?"
-)
-#: Words a headline can do without: dropping them compresses and re-words at once.
-_SLACK_WORDS = frozenset(
-    """a an the which is are were be being there here very really just also so then actually basically quite some
-    please recorded already currently simply""".split()
 )
 _INTERJECTION = re.compile(
     r"^(?:(?:wait|wow|ok|okay|yes|yeah|yep|no|nope|nice|great|good|perfect|thanks|thank you|sure|right|hmm|ugh|"
@@ -324,47 +298,6 @@ def without_interjections(text: str) -> str:
     """``text`` without the "Wait," / "Nice." / "Morning!" it opens with (unless that is all it says)."""
     stripped = _INTERJECTION.sub("", text)
     return stripped if stripped.strip() else text
-
-
-def telegraph(text: str) -> str:
-    """``text`` in headline style: articles and fillers dropped, the rest kept in order.
-
-    A word that ends a sentence or a clause stays, so the text keeps its breaks.
-    """
-    words = [w for w in text.split() if w[-1:] in ".!?:;" or w.lower().strip(",") not in _SLACK_WORDS]
-    return " ".join(words) if words else text
-
-
-def recompose(text: str, words: int) -> str:
-    """At most ``words`` words of ``text`` in a row, then its key phrases: new wording, same facts.
-
-    A summary that copies long runs of its sources does not compress; this
-    keeps the head of a line (what it is about) and carries the rest as the
-    names, dates, numbers and identifiers it holds.
-    """
-    short = telegraph(text)
-    parts = short.split()
-    if len(parts) <= words + 2:
-        return short
-    change = value_change(short)
-    if change is not None:
-        rendered = change.render()
-        extra = [p for p, kind in key_phrases(short) if kind != "change" and p.lower() not in rendered.lower()][:2]
-        return rendered + (" · " + ", ".join(extra) if extra else "")
-    cut = _safe_cut(parts, words)  # never split "July | 19" or "840 ms | → 210 ms"
-    head = " ".join(parts[:cut]).rstrip(",;:")
-    low = head.lower()
-    extra = [p for p, _ in key_phrases(short) if not _mostly_in(p, low)][:3]
-    return head + (" … " + ", ".join(extra) if extra else " …")
-
-
-def _mostly_in(phrase: str, text: str) -> bool:
-    """Whether most words of ``phrase`` already appear in ``text`` (lower case)."""
-    words = phrase.lower().split()
-    return sum(w in text for w in words) * 2 > len(words)
-
-
-_MONTH_WORD = re.compile(rf"^(?:{MONTHS})\.?$|^(?:from|to|at|on|by|was|is|=)$", re.I)
 
 
 # -- time ranges --------------------------------------------------------------------------
