@@ -45,7 +45,7 @@ from ..procs import bind_forked_children, die_with_parent
 from ..errors import IndexError_
 from .base import Filters, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
-from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, iter_tokens
+from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, index_terms, iter_tokens
 
 #: Expand a prefix into at most this many scored terms; beyond it, match them all
 #: with a constant score (cheaper, and recall is what grep needs).
@@ -83,6 +83,15 @@ class VaultTokenizer(Tokenizer):
             if chars:
                 t.startchar, t.endchar = start_char, start_char + len(value)
             yield t
+            return
+        if not chars and not keeporiginal:
+            # The index path (positions only): the cheaper token list without offsets.
+            for text, pos in index_terms(value):
+                t.text = text
+                t.boost, t.stopped = 1.0, False
+                if positions:
+                    t.pos = start_pos + pos
+                yield t
             return
         for text, pos, start, end in iter_tokens(value):
             t.text = text
