@@ -31,6 +31,7 @@ import uuid
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -358,8 +359,14 @@ class WhooshIndex(BufferedIndex):
         found = self._evaluated(pq, filters, scored=sort == "relevance")
         if found is not None:
             if sort == "relevance":
-                # Equal scores past the cut: the newest make the page (they are listed newest first).
-                best = heapq.nlargest(n, found, key=lambda m: (m[1], at[m[0]], seq[m[0]], -tie[m[0]]))
+                best = heapq.nlargest(n, found, key=itemgetter(1))
+                if len(best) == n < len(found):
+                    # More documents share the last score than fit: the newest make the page (they
+                    # are listed newest first), whatever the order the segments hold them in.
+                    cut = best[-1][1]
+                    tied = [m for m in found if m[1] == cut]
+                    keep = [m for m in best if m[1] != cut]
+                    best = keep + heapq.nlargest(n - len(keep), tied, key=lambda m: (at[m[0]], seq[m[0]], -tie[m[0]]))
                 return [(score, at[d], seq[d], tie[d], d) for d, score in best]
             pick = heapq.nlargest if sort == "newest" else heapq.nsmallest
             return [(0.0, at[d], seq[d], tie[d], d) for d, _ in pick(n, found, key=lambda m: at[m[0]])]
@@ -398,7 +405,7 @@ class WhooshIndex(BufferedIndex):
         by_day: Counter[tuple[int, str]] = Counter()
         found = self._evaluated(pq, filters, scored=False)
         if found is not None:
-            at = self._column("at")
+            at = self._column("at") if per_day else _Constant(0.0)
             matches: Iterable[tuple[int, float]] = ((d, at[d]) for d, _ in found)
         else:
             matches = self._matches(self._query(pq, filters), filters)
