@@ -53,6 +53,8 @@ from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QT
 #: Expand a prefix into at most this many scored terms; beyond it, match them all
 #: with a constant score (cheaper, and recall is what grep needs).
 MAX_PREFIX_TERMS = 512
+#: A query's matches are kept for the count that follows its page only up to this many (a few MB).
+MEMO_MATCHES = 50_000
 
 
 class VaultTokenizer(Tokenizer):
@@ -351,7 +353,8 @@ class WhooshIndex(BufferedIndex):
                 and (memo[3] or not scored):
             return memo[4]
         found = evaluate(self._searcher, pq, filters, self._column("at"), scored=scored)
-        self._memo = (self._searcher, pq, filters, scored, found)
+        # Kept only while small: a long-running process must not hold a common word's every match.
+        self._memo = (self._searcher, pq, filters, scored, found) if len(found) <= MEMO_MATCHES else None
         return found
 
     def _n_search(self, pq: ParsedQuery, filters: Filters, n: int, sort: str) -> list[Row]:
