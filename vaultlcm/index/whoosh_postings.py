@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from whoosh.matching.wrappers import FilterMatcher
+from whoosh.scoring import BM25FScorer, bm25
 
 from .base import Filters
 from .query import ParsedQuery, QAny, QNode, QPhrase, QTerm
@@ -162,13 +163,19 @@ def _option_docs(seg: _Segment, node: QNode, within: set[int] | None) -> set[int
     return _phrase_docs(seg, node.words, within)
 
 
-def _option_score(seg: _Segment, node: QNode, doc: int, length: int) -> float:
-    # A phrase scores as Whoosh's span matcher does: the sum of its words' scores.
+def _weights(seg: _Segment, node: QNode) -> list[tuple[dict[int, float], Any]]:
+    """``(postings, scorer)`` of each word an option scores (a phrase: the sum of its words' scores, as
+    Whoosh's span matcher gives it)."""
     words = (node.text,) if isinstance(node, QTerm) else node.words  # type: ignore[union-attr]
-    score = 0.0
-    for w in words:
-        score += seg.scorer(w)._score(seg.postings(w)[doc], length)
-    return score
+    return [(seg.postings(w), seg.scorer(w)) for w in words]
+
+
+def _bm25_of(scorer: Any) -> Any:
+    """The scorer's BM25 as a plain function of (weight, length), without a method call per document."""
+    if isinstance(scorer, BM25FScorer):
+        idf, avgfl, b, k1 = scorer.idf, scorer.avgfl, scorer.B, scorer.K1
+        return lambda weight, length: bm25(idf, weight, length, avgfl, b, k1)
+    return scorer._score
 
 
 def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, scored: bool = True) -> Matches:
@@ -204,15 +211,21 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
         if not scored:
             out.extend((offset + d, 0.0) for d in within)
             continue
-        option_sets = [(option, _option_docs(seg, option, within)) for clause in pq.clauses
-                       for option in _options(clause)]
+        options = []
+        for option in (o for clause in pq.clauses for o in _options(clause)):
+            docs = _option_docs(seg, option, within)
+            if docs:  # (a word missing from this segment has no scorer here)
+                options.append((docs, [(post, _bm25_of(scorer)) for post, scorer in _weights(seg, option)]))
         dfl = reader.doc_field_length
         for d in within:
             length = dfl(d, "text", 1)
             score = 0.0
-            for option, docs in option_sets:
+            for docs, words in options:
                 if d in docs:
-                    score += _option_score(seg, option, d, length)
+                    part = 0.0
+                    for post, fn in words:
+                        part += fn(post[d], length)
+                    score += part
             out.append((offset + d, score))
     return out
 
