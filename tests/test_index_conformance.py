@@ -317,6 +317,31 @@ def test_stemmer_agrees_with_tantivy_en_stem() -> None:
     assert [word_stem(w) for w in words] == theirs
 
 
+# Identifier-heavy text: joiners, underscores, camelCase, digits, CJK, case folding oddities.
+_TOKEN_TEXT = st.one_of(
+    st.text(),
+    st.text(alphabet=st.sampled_from(list("aBcZ9_-./:@\\ \t\r\n日本語한é\u200bİßΣ")), max_size=120),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TOKEN_TEXT)
+def test_index_terms_are_the_tokens_without_offsets(text: str) -> None:
+    """The indexing path (cached per chunk, no offsets) yields exactly what the snippet path sees."""
+    from vaultlcm.index.query import _chunk_tokens, _chunks, index_terms, iter_tokens
+
+    full = list(iter_tokens(text))
+    assert index_terms(text) == [(tok, pos) for tok, pos, _s, _e in full]
+    assert list(iter_tokens(text)) == full  # the second call comes from the cache
+    for tok, pos, start, end in full:
+        assert 0 <= start < end <= len(text) and pos >= 0 and tok
+    # A chunk tokenizes the same alone as inside the text (what makes caching by chunk sound).
+    for m in _chunks(text):
+        tokens, _width = _chunk_tokens(m.group())
+        assert [(t, s + m.start()) for t, _p, s, _e in tokens] == [
+            (t, s) for t, _p, s, _e in full if m.start() <= s < m.end()][: len(tokens)]
+
+
 # --------------------------------------------------------- sorting, counting, paging
 
 DAY = 86400.0

@@ -79,9 +79,13 @@ _SPACES = regex.compile(r"\s+")
 _LATIN = regex.compile(r"\p{Latin}+")
 
 
-def _chunks(text: str) -> Iterator[Any]:
+def _chunk_pattern(text: str) -> Any:
     # ASCII text (the common case) cannot hold CJK: use the cheaper pattern.
-    return (_CHUNK if text.isascii() else _CHUNK_CJK).finditer(text)
+    return _CHUNK if text.isascii() else _CHUNK_CJK
+
+
+def _chunks(text: str) -> Iterator[Any]:
+    return _chunk_pattern(text).finditer(text)
 
 
 def _plain(word: str) -> bool:
@@ -146,6 +150,46 @@ def stem_token(word: str) -> str | None:
     return None if stem is None or stem == word else (STEM_MARK + stem)[:MAX_TOKEN_CHARS]
 
 
+Tokens = tuple[tuple[str, int, int, int], ...]
+
+
+def _chunk_tokens(chunk: str) -> tuple[Tokens, int]:
+    """The tokens of one chunk, positions and offsets relative to it, and how many positions it takes."""
+    cut = MAX_TOKEN_CHARS
+    end = len(chunk)
+    if _plain(chunk):  # fast path: an ordinary word
+        low = chunk.lower()[:cut]
+        stem = stem_token(low)
+        return (((low, 0, 0, end),) if stem is None else ((low, 0, 0, end), (stem, 0, 0, end))), 1
+    out: list[tuple[str, int, int, int]] = []
+    pos = 0
+    single_part = False
+    for pm in _PART.finditer(chunk):
+        part = pm.group()
+        ps = pm.start()
+        subs = _subwords(part)
+        if len(subs) > 1:
+            out.append((part.lower()[:cut], pos, ps, ps + len(part)))
+        for sub in subs:
+            low = sub.lower()[:cut]
+            out.append((low, pos, ps, ps + len(sub)))
+            stem = stem_token(low)
+            if stem is not None:
+                out.append((stem, pos, ps, ps + len(sub)))
+            ps += len(sub)
+            pos += 1
+        single_part = len(part) == len(chunk)
+    if not single_part:
+        out.append((chunk.lower()[:cut], 0, 0, end))
+    return tuple(out), pos
+
+
+#: Chunks up to this long are remembered (agent text repeats its words and identifiers); a longer
+#: one (a hash, a run of base64) rarely comes back and would only fill the cache.
+CACHED_CHUNK_CHARS = 48
+_cached_chunk_tokens = functools.lru_cache(maxsize=1 << 16)(_chunk_tokens)
+
+
 def iter_tokens(text: str) -> Iterator[tuple[str, int, int, int]]:
     """Yield ``(token, position, start_char, end_char)`` for ``text``.
 
@@ -154,37 +198,34 @@ def iter_tokens(text: str) -> Iterator[tuple[str, int, int, int]]:
     Per token text, positions never decrease (Whoosh needs that).
     """
     pos = 0
-    cut = MAX_TOKEN_CHARS
     for m in _chunks(text):
-        chunk = m.group()
         start = m.start()
-        if _plain(chunk):  # fast path: an ordinary word
-            low = chunk.lower()[:cut]
-            yield low, pos, start, m.end()
-            stem = stem_token(low)
-            if stem is not None:
-                yield stem, pos, start, m.end()
-            pos += 1
-            continue
-        first = pos
-        single_part = False
-        for pm in _PART.finditer(chunk):
-            part = pm.group()
-            ps = start + pm.start()
-            subs = _subwords(part)
-            if len(subs) > 1:
-                yield part.lower()[:cut], pos, ps, ps + len(part)
-            for sub in subs:
-                low = sub.lower()[:cut]
-                yield low, pos, ps, ps + len(sub)
-                stem = stem_token(low)
-                if stem is not None:
-                    yield stem, pos, ps, ps + len(sub)
-                ps += len(sub)
-                pos += 1
-            single_part = len(part) == len(chunk)
-        if not single_part:
-            yield chunk.lower()[:cut], first, start, m.end()
+        chunk = m.group()
+        tokens, width = _cached_chunk_tokens(chunk) if len(chunk) <= CACHED_CHUNK_CHARS else _chunk_tokens(chunk)
+        for tok, p, s, e in tokens:
+            yield tok, pos + p, start + s, start + e
+        pos += width
+
+
+def index_terms(text: str) -> list[tuple[str, int]]:
+    """``(token, position)`` of every token of ``text``: :func:`iter_tokens` without the offsets.
+
+    What the indexing path needs (neither backend keeps character offsets), at about
+    half the cost: chunks come from ``findall`` (no match objects) and each chunk's
+    tokens from a cache.
+    """
+    out: list[tuple[str, int]] = []
+    add = out.append
+    pos = 0
+    for chunk in _chunk_pattern(text).findall(text):
+        tokens, width = _cached_chunk_tokens(chunk) if len(chunk) <= CACHED_CHUNK_CHARS else _chunk_tokens(chunk)
+        if width == 1 and len(tokens) == 1:
+            add((tokens[0][0], pos))
+        else:
+            for tok, p, _s, _e in tokens:
+                add((tok, pos + p))
+        pos += width
+    return out
 
 
 # ----------------------------------------------------------------- query language

@@ -4,7 +4,7 @@ Install it with ``pip install 'vaultlcm[tantivy]'``.
 
 * Tokenization: Tantivy's built-in tokenizers split ``snake_case`` and
   ``src/app.py`` apart and cannot emit the whole identifier as well, so the text
-  is tokenized in Python by the same :func:`~vaultlcm.index.query.iter_tokens` as
+  is tokenized in Python by the same analyzer (:func:`~vaultlcm.index.query.index_terms`) as
   the Whoosh backend and handed over as a pre-tokenized string. Both backends
   therefore match exactly the same queries.
 * Queries are built through the API (term, phrase, regex-phrase, boolean), never
@@ -24,7 +24,7 @@ from typing import Any
 from ..errors import IndexError_
 from .base import Filters, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
-from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, iter_tokens
+from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, index_terms
 
 try:
     import tantivy
@@ -74,7 +74,9 @@ def _document(d: IndexDoc) -> "tantivy.Document":
     doc.add_float("at", float(d.at))
     doc.add_integer("seq", int(d.seq))
     doc.add_integer("tie", tie_key(d.id))
-    tokens = [tantivy.Token(t, p, s, e) for t, p, s, e in iter_tokens(d.text)]
+    # No character offsets: the text field indexes positions only, and snippets are cut in Python.
+    token = tantivy.Token
+    tokens = [token(t, p, 0, 0) for t, p in index_terms(d.text)]
     doc.add_pre_tokenized_text("text", tantivy.PreTokenizedString(d.text, tokens))
     return doc
 

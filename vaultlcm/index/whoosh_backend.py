@@ -30,7 +30,8 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,15 @@ from ..procs import bind_forked_children, die_with_parent
 from ..errors import IndexError_
 from .base import Filters, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
-from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, iter_tokens
+from .whoosh_postings import evaluate
+from .whoosh_postings import supported as postings_supported
+from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, index_terms, iter_tokens
 
 #: Expand a prefix into at most this many scored terms; beyond it, match them all
 #: with a constant score (cheaper, and recall is what grep needs).
 MAX_PREFIX_TERMS = 512
+#: A query's matches are kept for the count that follows its page only up to this many (a few MB).
+MEMO_MATCHES = 50_000
 
 
 class VaultTokenizer(Tokenizer):
@@ -83,6 +88,15 @@ class VaultTokenizer(Tokenizer):
             if chars:
                 t.startchar, t.endchar = start_char, start_char + len(value)
             yield t
+            return
+        if not chars and not keeporiginal:
+            # The index path (positions only): the cheaper token list without offsets.
+            for text, pos in index_terms(value):
+                t.text = text
+                t.boost, t.stopped = 1.0, False
+                if positions:
+                    t.pos = start_pos + pos
+                yield t
             return
         for text, pos, start, end in iter_tokens(value):
             t.text = text
@@ -167,6 +181,8 @@ class WhooshIndex(BufferedIndex):
         self._ix: Any = None
         self._searcher: Any = None
         self._cols: dict[str, Any] = {}
+        #: The last query evaluated on the postings, kept for the count that follows a page.
+        self._memo: tuple[Any, ...] | None = None
         self._merge: dict[str, Any] | None = None  # the running merge job
         self._merge_backoff = 0.0
         super().__init__(path, **kwargs)
@@ -201,7 +217,7 @@ class WhooshIndex(BufferedIndex):
 
     def _open_searcher(self) -> None:
         self._searcher = self._ix.searcher()
-        self._cols = {}
+        self._cols, self._memo = {}, None
 
     def _n_refresh(self) -> None:
         old = self._searcher
@@ -210,7 +226,7 @@ class WhooshIndex(BufferedIndex):
         # Not Searcher.refresh(): in whoosh-reloaded 2.7.5 it keeps the old segment
         # objects next to the new ones (deleted docs come back, merged docs double)
         # and it crashes on an empty index.
-        self._searcher, self._cols = self._ix.searcher(), {}
+        self._searcher, self._cols, self._memo = self._ix.searcher(), {}, None
         old.close()
 
     def _n_close(self) -> None:
@@ -325,9 +341,39 @@ class WhooshIndex(BufferedIndex):
             if (since is None or t >= since) and (before is None or t < before):
                 yield docnum, t
 
+    def _evaluated(self, pq: ParsedQuery, filters: Filters, scored: bool) -> list[tuple[int, float]] | None:
+        """Every match with its score from the postings (None: a shape only Whoosh's matchers take).
+
+        grep asks for a page and then for the count of the same query: one evaluation serves both.
+        """
+        if not postings_supported(pq, filters):
+            return None
+        memo = self._memo
+        if memo is not None and memo[0] is self._searcher and memo[1] == pq and memo[2] == filters \
+                and (memo[3] or not scored):
+            return memo[4]
+        found = evaluate(self._searcher, pq, filters, self._column("at"), scored=scored)
+        # Kept only while small: a long-running process must not hold a common word's every match.
+        self._memo = (self._searcher, pq, filters, scored, found) if len(found) <= MEMO_MATCHES else None
+        return found
+
     def _n_search(self, pq: ParsedQuery, filters: Filters, n: int, sort: str) -> list[Row]:
-        q = self._query(pq, filters)
         at, seq, tie = self._column("at"), self._column("seq"), self._column("tie")
+        found = self._evaluated(pq, filters, scored=sort == "relevance")
+        if found is not None:
+            if sort == "relevance":
+                best = heapq.nlargest(n, found, key=itemgetter(1))
+                if len(best) == n < len(found):
+                    # More documents share the last score than fit: the newest make the page (they
+                    # are listed newest first), whatever the order the segments hold them in.
+                    cut = best[-1][1]
+                    tied = [m for m in found if m[1] == cut]
+                    keep = [m for m in best if m[1] != cut]
+                    best = keep + heapq.nlargest(n - len(keep), tied, key=lambda m: (at[m[0]], seq[m[0]], -tie[m[0]]))
+                return [(score, at[d], seq[d], tie[d], d) for d, score in best]
+            pick = heapq.nlargest if sort == "newest" else heapq.nsmallest
+            return [(0.0, at[d], seq[d], tie[d], d) for d, _ in pick(n, found, key=lambda m: at[m[0]])]
+        q = self._query(pq, filters)
         timed = filters.since is not None or filters.before is not None
         if sort != "relevance":
             newest = sort == "newest"
@@ -360,7 +406,13 @@ class WhooshIndex(BufferedIndex):
         kinds = self._column("kind")
         by_kind: Counter[str] = Counter()
         by_day: Counter[tuple[int, str]] = Counter()
-        for d, t in self._matches(self._query(pq, filters), filters):
+        found = self._evaluated(pq, filters, scored=False)
+        if found is not None:
+            at = self._column("at") if per_day else _Constant(0.0)
+            matches: Iterable[tuple[int, float]] = ((d, at[d]) for d, _ in found)
+        else:
+            matches = self._matches(self._query(pq, filters), filters)
+        for d, t in matches:
             k = kinds[d]
             k = k.decode("utf-8") if isinstance(k, bytes) else k
             by_kind[k] += 1
