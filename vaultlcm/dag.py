@@ -28,6 +28,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -249,6 +250,8 @@ class Dag:
         self._files: VaultFiles | None = None
         #: Vault-relative paths of the notes this process wrote or removed, in order (what an auto-commit takes).
         self.journal: list[str] = []
+        #: When each conversation's notes were last all checked (``sync(full=True)``), by ``time.monotonic``.
+        self._full_sync_at: dict[str, float] = {}
 
     # -- reading the notes -------------------------------------------------------
 
@@ -322,6 +325,7 @@ class Dag:
                 report.problems = self.problems(conv)
                 return report
         self._files = None  # names may have changed anywhere: look again when needed
+        scanned_at = time.monotonic()
         on_disk, refused, folders = self._scan(conv)
         summaries_dir = self.layout.relative(self.layout.summaries_dir(conv)) + "/"
         with self.catalog.transaction() as db:
@@ -351,8 +355,13 @@ class Dag:
         if report.changed:
             self.recompute(conv)
         self.catalog.set_meta(key, json.dumps(folders, sort_keys=True))
+        self._full_sync_at[conv] = scanned_at
         report.problems = self.problems(conv)
         return report
+
+    def full_sync_at(self, conv: str) -> float:
+        """When this process last checked every note of ``conv`` (``time.monotonic``; -inf: never)."""
+        return self._full_sync_at.get(conv, float("-inf"))
 
     def _folders_unchanged(self, folders: dict[str, int | str]) -> bool:
         for rel, seen in folders.items():
@@ -606,6 +615,25 @@ class Dag:
         cols = _COLUMNS.replace(", body,", ", '' AS body,")
         return [SummaryRow(*r) for r in self.catalog.execute(
             f"SELECT {cols} FROM summaries WHERE conv=? ORDER BY depth, first_seq, id", (conv,))]
+
+    def stale(self, conv: str) -> list[SummaryRow]:
+        """The stale nodes of ``conv`` that take part in the DAG, in :meth:`all`'s order (no other row is read)."""
+        return self._rows("conv=? AND stale<>0 AND parent IS NOT '!invalid' ORDER BY depth, first_seq, id", (conv,))
+
+    def condensed(self, conv: str) -> list[SummaryRow]:
+        """The condensed nodes of ``conv`` in :meth:`all`'s order, bodies left empty (leaves are most of a DAG)."""
+        cols = _COLUMNS.replace(", body,", ", '' AS body,")
+        return [SummaryRow(*r) for r in self.catalog.execute(
+            f"SELECT {cols} FROM summaries WHERE conv=? AND depth>=1 ORDER BY depth, first_seq, id", (conv,))]
+
+    def with_outdated_links(self, conv: str) -> list[SummaryRow]:
+        """Nodes of ``conv`` with a source link Obsidian no longer resolves, in :meth:`all`'s order.
+
+        :meth:`recompute` records each such note as an ``outdated_link`` problem in the same
+        transaction that marks its links, so the problem list finds them without reading every row.
+        """
+        return self._rows("conv=? AND path IN (SELECT path FROM problems WHERE conv=? AND kind='outdated_link') "
+                          "ORDER BY depth, first_seq, id", (conv, conv))
 
     def counts(self, conv: str) -> tuple[int, int | None]:
         """How many summaries ``conv`` has and the deepest one's depth (one aggregate query, no rows read)."""
