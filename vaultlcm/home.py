@@ -34,7 +34,6 @@ def render_home(vault: "Vault", conv: str) -> str:
     layout = vault.layout
     logs_dir = layout.logs_dir(conv)
     logs = sorted(p.stem for p in logs_dir.glob("*.md")) if logs_dir.is_dir() else []
-    summaries = vault.dag.all(conv)
     roots = [s for s in vault.dag.roots(conv)]
     stats = conversation_stats(vault.catalog, layout, [conv])
     lines = [
@@ -57,7 +56,7 @@ def render_home(vault: "Vault", conv: str) -> str:
                 f"{r.descendant_count} messages"
             )
         lines.append("")
-    upper = [s for s in summaries if s.depth >= 1 and s.parent != "!invalid"]
+    upper = [s for s in vault.dag.condensed(conv) if s.parent != "!invalid"]
     if upper:
         shown = sorted(upper, key=lambda s: (-s.depth, s.first_seq or 0, s.id))[:MAX_DIAGRAM_NODES]
         shown_ids = {s.id for s in shown}
