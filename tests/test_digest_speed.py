@@ -5,6 +5,7 @@
   any code point, the letters that match ASCII ones case-insensitively (``ſ``,
   ``K``, ``İ``, ``ı``), the words they look for in any case;
 * the value-change forms behind their literal prefilter find the same change;
+* on ASCII text, the one-regex name finder yields exactly the capitalized candidates;
 * remembered token counts equal fresh ones, for short and long texts alike;
 * planning leaves over a window of the uncovered run writes the same notes,
   byte for byte, as planning over the whole run, even where a chunk must reach
@@ -143,3 +144,21 @@ def test_leaves_planned_over_a_window_are_the_same_notes(tmp_path: Path, monkeyp
     whole = _compact_with_window(tmp_path / "whole", 1 << 30, monkeypatch)
     for window in (2, 7, 64):
         assert _compact_with_window(tmp_path / f"w{window}", window, monkeypatch) == whole
+
+
+def _capitalized_words_the_long_way(text: str) -> list[tuple[int, str]]:
+    return [(m.start(), m.group()) for m in facts._NAME_CANDIDATE.finditer(text) if facts._capitalized(m.group())]
+
+
+NAME_PIECES = ["Greta", "Maya", "Okafor", "Lord", "Howe", "howe", "abc", "ABC", "AbC", "Ab", "Abcd", "x", "_", "1", "`",
+               "/", ".", "-", "--", " ", ", ", "Tomas", "DefG", "eBay", "iOS"]
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(NAME_PIECES), st.text(st.characters(max_codepoint=127), max_size=5)),
+                max_size=30).map("".join))
+def test_ascii_names_are_the_capitalized_candidates(text: str) -> None:
+    assert text.isascii()
+    found = [(m.start(), m.group()) for m in facts._ASCII_NAME.finditer(text)]
+    assert found == _capitalized_words_the_long_way(text)
+

@@ -211,6 +211,11 @@ _BIGNUMBER_GATE = Gated(_BIG_NUMBER, DIGITS)
 
 #: A word or two of letters (any script); :func:`_capitalized` keeps the ones written like names.
 _NAME_CANDIDATE = re.compile(r"(?<![\w/.`-])[^\W\d_]{3,}(?:-[^\W\d_]{3,})?(?![\w`])")
+#: On ASCII text, exactly the candidates :func:`_capitalized` keeps, found by the regex alone: each part
+#: an upper-case letter and lower-case ones. Where the candidate pattern would take a second part that is
+#: not capitalized (and so drop the whole), the negative lookahead drops the first part too.
+_ASCII_NAME = re.compile(
+    r"(?<![\w/.`-])[A-Z][a-z]{2,}(?:-[A-Z][a-z]{2,}(?![\w`])|(?!-[A-Za-z]{3,}(?![\w`])))(?![\w`])")
 
 
 def _capitalized(word: str) -> bool:
@@ -373,7 +378,10 @@ _UNIT_CACHE = 1 << 12
 @functools.lru_cache(maxsize=_UNIT_CACHE)
 def _names_in(t: str) -> tuple[str, ...]:
     out = []
-    words = [(m.start(), m.group()) for m in _NAME_CANDIDATE.finditer(t) if _capitalized(m.group())]
+    if t.isascii():  # most text: no Python call per word
+        words = [(m.start(), m.group()) for m in _ASCII_NAME.finditer(t)]
+    else:
+        words = [(m.start(), m.group()) for m in _NAME_CANDIDATE.finditer(t) if _capitalized(m.group())]
     k = 0
     while k < len(words):
         start, word = words[k]
