@@ -170,3 +170,13 @@ def test_a_gate_on_caseless_punctuation(text: str) -> None:
     # Text with "…" or "→" still goes through the gates: each pattern that spells one out must need it.
     for name, gate in sorted(GATES.items()):
         assert _span(gate.search(text)) == _span(gate.pattern.search(text)), name
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["I ", "really ", "Maya ", "prefers ", "likes ", "dislikes ", "would ", "'d ",
+                                           "rather ", "always ", "never ", "wants ", "insists ", "on ", "tabs ", "over ",
+                                           "Like ", "Hates ", "love ", "want "]), st.text(max_size=4)),
+                max_size=12).map("".join))
+def test_preferences_are_found_as_without_the_prefilter(text: str) -> None:
+    found = phrases._PREF_PHRASE.search(text)
+    assert found is None or any(w in text for w in phrases._PREF_NEEDS)

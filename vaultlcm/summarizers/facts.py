@@ -416,6 +416,12 @@ def _names_in(t: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=_UNIT_CACHE)
+def idents_in(t: str) -> tuple[str, ...]:
+    """Every :data:`IDENT_RE` match in a clipped unit, remembered: scoring and key phrases both need them."""
+    return tuple(IDENT_RE.findall(t))
+
+
 def facts_of(text: str) -> Facts:
     """The facts in one unit (see the module docstring)."""
     return _facts_of(text[:MAX_UNIT_CHARS])
@@ -432,7 +438,7 @@ def _facts_of(t: str) -> Facts:
         role=bool(ROLE_GATE.search(t, low)),
         dates=min(3, dates),
         numbers=min(3, numbers),
-        idents=min(4, len(IDENT_RE.findall(t))),
+        idents=min(4, len(idents_in(t))),
         preference=bool(_PREFERENCE_GATE.search(t, low)),
         change=bool(_CHANGE_GATE.search(t, low)),
         decision=bool(_DECISION_GATE.search(t, low)),
