@@ -7,6 +7,7 @@
 * the value-change forms behind their literal prefilter find the same change;
 * on ASCII text, the one-regex name finder yields exactly the capitalized candidates;
 * remembered token counts equal fresh ones, for short and long texts alike;
+* a note's plain frontmatter strings are written as the JSON escaping would write them;
 * planning leaves over a window of the uncovered run writes the same notes,
   byte for byte, as planning over the whole run, even where a chunk must reach
   far ahead (a long chain of tool results).
@@ -20,7 +21,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from vaultlcm import Vault, compaction
+from vaultlcm import Vault, compaction, summary_notes
+from vaultlcm.logparts import json_text
 from vaultlcm.summarizers import facts, phrases
 from vaultlcm.tokens import count_tokens, encoding
 
@@ -180,3 +182,10 @@ def test_a_gate_on_caseless_punctuation(text: str) -> None:
 def test_preferences_are_found_as_without_the_prefilter(text: str) -> None:
     found = phrases._PREF_PHRASE.search(text)
     assert found is None or any(w in text for w in phrases._PREF_NEEDS)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(), st.text(st.characters(min_codepoint=0x1f, max_codepoint=0x80))))
+def test_plain_frontmatter_strings_are_quoted_as_json_would(value: str) -> None:
+    slow = summary_notes._YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text(value, indent=None))
+    assert summary_notes._yaml_scalar(value) == slow
