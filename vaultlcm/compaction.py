@@ -445,7 +445,9 @@ class Compactor:
                 tokens = sum(item_tokens(i) for i in items)
                 if not force and tokens <= target_tokens:
                     break
-                if self._pass(conv, items, tokens, target_tokens, report, force=force, hard=hard):
+                with self.dag.batched_dir_syncs():  # a pass writes many notes: one folder fsync for them all
+                    wrote = self._pass(conv, items, tokens, target_tokens, report, force=force, hard=hard)
+                if wrote:
                     continue
                 # With force, or when a model call waits, the rules loosen until nothing is left to do.
                 if not ((hard or force) and self._hard_step(conv, items, report)):

@@ -29,12 +29,14 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .catalog import Catalog, MessageRow
 from .errors import ValidationProblem
-from .fsutil import atomic_write, read_file
+from .fsutil import atomic_write, fsync_dir, read_file
 from .layout import VaultLayout
 from .links import VaultFiles
 from .relations import COUNTS, GAP, Link, Msg, Node, derive
@@ -252,6 +254,8 @@ class Dag:
         self.journal: list[str] = []
         #: When each conversation's notes were last all checked (``sync(full=True)``), by ``time.monotonic``.
         self._full_sync_at: dict[str, float] = {}
+        #: Folders written into whose fsync waits for the end of a batch (see :meth:`batched_dir_syncs`).
+        self._pending_dirs: set[Path] | None = None
 
     # -- reading the notes -------------------------------------------------------
 
@@ -484,7 +488,10 @@ class Dag:
         links = [kept.get(sid) or (link if fm.kind == "leaf" else self.link_for(sid)) for link, sid in zip(fm.sources, ids)]
         fm = fm.model_copy(update={"sources": links})
         # Properties a person added (tags, aliases, a status) are carried over as they wrote them.
-        atomic_write(self.layout.inside(path), render_note(fm, body, keep_from=old_text).encode("utf-8"))
+        batched = self._pending_dirs is not None
+        if atomic_write(self.layout.inside(path), render_note(fm, body, keep_from=old_text).encode("utf-8"),
+                        sync_dir=not batched) and self._pending_dirs is not None:
+            self._pending_dirs.add(path.parent)
         st = path.stat()
         rel = self.layout.relative(path)
         self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body, ids)
@@ -498,6 +505,25 @@ class Dag:
         row = self.get(fm.id)
         assert row is not None
         return row
+
+    @contextmanager
+    def batched_dir_syncs(self) -> Iterator[None]:
+        """Within it, each note written is fsynced itself but its folder only once, at the end.
+
+        A compaction pass writes hundreds of notes into one folder: one folder fsync for
+        all of them instead of one each. A crash before the end may lose the newest notes
+        (never leave half of one): derived state, which the next compaction writes again.
+        """
+        if self._pending_dirs is not None:
+            yield  # already batching: the outer batch syncs
+            return
+        self._pending_dirs = set()
+        try:
+            yield
+        finally:
+            pending, self._pending_dirs = self._pending_dirs, None
+            for folder in sorted(pending):
+                fsync_dir(folder)
 
     def link_for(self, summary_id: str) -> str:
         """A wikilink to a summary that Obsidian resolves: ``[[sum_…]]``, or the note's current name or path."""
