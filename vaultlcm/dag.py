@@ -646,11 +646,15 @@ class Dag:
         """The stale nodes of ``conv`` that take part in the DAG, in :meth:`all`'s order (no other row is read)."""
         return self._rows("conv=? AND stale<>0 AND parent IS NOT '!invalid' ORDER BY depth, first_seq, id", (conv,))
 
-    def condensed(self, conv: str) -> list[SummaryRow]:
-        """The condensed nodes of ``conv`` in :meth:`all`'s order, bodies left empty (leaves are most of a DAG)."""
+    def top_condensed(self, conv: str, limit: int) -> tuple[list[SummaryRow], int]:
+        """The ``limit`` highest condensed nodes of ``conv`` that take part in the DAG (deepest first, then
+        oldest; bodies left empty) and how many there are in all: what a diagram of the upper DAG shows."""
         cols = _COLUMNS.replace(", body,", ", '' AS body,")
-        return [SummaryRow(*r) for r in self.catalog.execute(
-            f"SELECT {cols} FROM summaries WHERE conv=? AND depth>=1 ORDER BY depth, first_seq, id", (conv,))]
+        where = "conv=? AND depth>=1 AND parent IS NOT '!invalid'"
+        rows = [SummaryRow(*r) for r in self.catalog.execute(
+            f"SELECT {cols} FROM summaries WHERE {where} ORDER BY depth DESC, first_seq, id LIMIT ?", (conv, limit))]
+        [(total,)] = self.catalog.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", (conv,))
+        return rows, int(total)
 
     def with_outdated_links(self, conv: str) -> list[SummaryRow]:
         """Nodes of ``conv`` with a source link Obsidian no longer resolves, in :meth:`all`'s order.

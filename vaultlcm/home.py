@@ -56,9 +56,8 @@ def render_home(vault: "Vault", conv: str) -> str:
                 f"{r.descendant_count} messages"
             )
         lines.append("")
-    upper = [s for s in vault.dag.condensed(conv) if s.parent != "!invalid"]
-    if upper:
-        shown = sorted(upper, key=lambda s: (-s.depth, s.first_seq or 0, s.id))[:MAX_DIAGRAM_NODES]
+    shown, upper = vault.dag.top_condensed(conv, MAX_DIAGRAM_NODES)
+    if shown:
         shown_ids = {s.id for s in shown}
         lines += ["## Summary DAG", "", "```mermaid", "graph TD"]
         # A node's text is what Obsidian's internal-link class opens: the note's link path.
@@ -77,8 +76,8 @@ def render_home(vault: "Vault", conv: str) -> str:
             lines.append(f'    {sid} --> {sid}_leaves(["{leaf_counts[sid]} lower nodes"])')
         lines.append(f"    class {','.join(sorted(shown_ids))} internal-link;")
         lines += ["```", ""]
-        if len(upper) > len(shown):
-            lines += [f"_Diagram shows the {len(shown)} highest of {len(upper)} condensed nodes._", ""]
+        if upper > len(shown):
+            lines += [f"_Diagram shows the {len(shown)} highest of {upper} condensed nodes._", ""]
     lines += ["## Daily logs", ""]
     rel_logs = layout.relative(logs_dir)
     lines.extend(f"- [[{rel_logs}/{day}|{day}]]" for day in logs)
