@@ -4,7 +4,8 @@
   for the whole pass (not once per note);
 * ``Vault.compact`` checks the daily logs once (its own sync), not again inside
   the compactor, and checks every note at most once per interval;
-* stale nodes are found by a query: the DAG's other rows are never read.
+* stale nodes are found by a query: the DAG's other rows are never read;
+* the home note's diagram takes the highest nodes from the catalog, as it did from the whole list.
 """
 
 from __future__ import annotations
@@ -59,3 +60,19 @@ def test_stale_nodes_are_found_without_reading_the_dag(tmp_path: Path) -> None:
         found = v.dag.stale("c")
         assert [r.id for r in found] == [r.id for r in v.dag.all("c") if r.stale and r.parent != "!invalid"]
         assert {r.id for r in found} == {leaves[0].id, leaves[1].id}
+
+
+def test_home_diagram_shows_the_highest_nodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vaultlcm import home
+
+    monkeypatch.setattr(home, "MAX_DIAGRAM_NODES", 3)
+    with Vault.init(tmp_path / "v") as v:
+        v.ingest("c", _messages(900))
+        v.compact("c", force=True)
+        upper = [s for s in v.dag.all("c") if s.depth >= 1 and s.parent != "!invalid"]
+        assert len(upper) > 3
+        expected = sorted(upper, key=lambda s: (-s.depth, s.first_seq or 0, s.id))[:3]
+        text = home.render_home(v, "c")
+        assert f"_Diagram shows the 3 highest of {len(upper)} condensed nodes._" in text
+        classes = next(line for line in text.splitlines() if line.strip().startswith("class "))
+        assert classes.split()[1].split(",") == sorted(s.id for s in expected)
