@@ -259,17 +259,17 @@ class Dag:
 
     # -- reading the notes -------------------------------------------------------
 
-    def _scan(self, conv: str) -> tuple[dict[str, tuple[Path, int, int]], list[tuple[str, str]], dict[str, int | str]]:
+    def _scan(self, conv: str) -> tuple[dict[str, tuple[str, int, int]], list[tuple[str, str]], dict[str, int | str]]:
         """Note files of a conversation's folder (summaries/ and anywhere else a person filed one).
 
-        Returns the notes (path, size, mtime), the entries refused (symlinks,
+        Returns the notes (path as a string: most are never opened, size, mtime), the entries refused (symlinks,
         special files) and the mtime of every folder looked at. Logs, payloads,
         the home note, hidden entries and symlinked folders are never looked at.
         One ``scandir`` per folder, whose entries carry their own stat: a full
         check of 10,000 notes costs tens of milliseconds, not seconds.
         """
         root = self.layout.conversation_dir(conv)
-        notes: dict[str, tuple[Path, int, int]] = {}
+        notes: dict[str, tuple[str, int, int]] = {}
         refused: list[tuple[str, str]] = []
         folders: dict[str, int | str] = {}
         if not root.is_dir() or root.is_symlink():
@@ -310,7 +310,7 @@ class Dag:
                         st = e.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue
-                    notes[rel] = (Path(e.path), st.st_size, st.st_mtime_ns)
+                    notes[rel] = (e.path, st.st_size, st.st_mtime_ns)
             stack.extend(reversed(subdirs))
         return notes, refused, folders
 
@@ -355,7 +355,7 @@ class Dag:
             if rel not in reread and row is not None and row[1] == size and row[2] == mtime_ns:
                 continue
             report.changed += 1
-            self._read_note(conv, rel, path, size, mtime_ns, expected=rel.startswith(summaries_dir))
+            self._read_note(conv, rel, Path(path), size, mtime_ns, expected=rel.startswith(summaries_dir))
         if report.changed:
             self.recompute(conv)
         self.catalog.set_meta(key, json.dumps(folders, sort_keys=True))
