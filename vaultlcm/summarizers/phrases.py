@@ -204,6 +204,8 @@ _CHOICE = re.compile(
     r"|\b(?=\S*[\d_.+/-])[\w.+/-]{2,} instead of (?=\S*[\d_.+/-])[\w.+/-]{2,}",
     _I,
 )
+#: What :data:`_PREF_PHRASE` (case-sensitive) cannot match without, looked for before it runs.
+_PREF_NEEDS = ("prefer", "like", "hate", "love", "rather", "want", "insist")
 _CHOICE_GATE = Gated(_CHOICE, ("decided to", "go with", "going with", "switch", "chose", "opted for", "settled on",
                                "sticking with", "will use", "ll use", "instead of"))
 _TIME_ONLY = re.compile(r"^\d{1,2}:\d{2}")
@@ -309,8 +311,6 @@ _PREF_PHRASE = re.compile(
     r"(?:(?!(?:over|instead|never|not|no|rather|to|in|for|on|at|when|because|so|and|but)\b)[^\s,;.]+\s?){1,4}"
     r"(?:\s*(?:over|instead of|rather than)\s+[^\s,;.]+)?"
 )
-#: What :data:`_PREF_PHRASE` (case-sensitive) cannot match without, looked for before it runs.
-_PREF_NEEDS = ("prefer", "like", "hate", "love", "rather", "want", "insist")
 #: Words a headline can do without: dropping them compresses and re-words at once.
 _SLACK_WORDS = frozenset(
     """a an the which is are were be being there here very really just also so then actually basically quite some
