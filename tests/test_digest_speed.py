@@ -5,7 +5,9 @@
   any code point, the letters that match ASCII ones case-insensitively (``ſ``,
   ``K``, ``İ``, ``ı``), the words they look for in any case;
 * the value-change forms behind their literal prefilter find the same change;
+* on ASCII text, the one-regex name finder yields exactly the capitalized candidates;
 * remembered token counts equal fresh ones, for short and long texts alike;
+* a note's plain frontmatter strings are written as the JSON escaping would write them;
 * planning leaves over a window of the uncovered run writes the same notes,
   byte for byte, as planning over the whole run, even where a chunk must reach
   far ahead (a long chain of tool results).
@@ -19,14 +21,15 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
-from vaultlcm import Vault, compaction
+from vaultlcm import Vault, compaction, summary_notes
+from vaultlcm.logparts import json_text
 from vaultlcm.summarizers import facts, phrases
 from vaultlcm.tokens import count_tokens, encoding
 
 GATES = {f"{mod.__name__}.{name}": g for mod in (facts, phrases) for name, g in vars(mod).items()
          if isinstance(g, facts.Gated)}
 #: Letters that case-insensitive matching treats like ASCII ones, and other troublemakers.
-ODD = ["ſ", "K", "İ", "ı", "é", "ß", "\u200b", "→", "٣", "😀", "\r\n", "\t", "'", "’", "-", "#", "`", "(", ")", ":"]
+ODD = ["ſ", "K", "İ", "ı", "é", "ß", "\u200b", "→", "…", "·", "—", "’", "\u00a0", "٣", "😀", "\r\n", "\t", "'", "’", "-", "#", "`", "(", ")", ":"]
 
 
 def _fragments(needs: tuple[str, ...]) -> st.SearchStrategy[str]:
@@ -143,3 +146,46 @@ def test_leaves_planned_over_a_window_are_the_same_notes(tmp_path: Path, monkeyp
     whole = _compact_with_window(tmp_path / "whole", 1 << 30, monkeypatch)
     for window in (2, 7, 64):
         assert _compact_with_window(tmp_path / f"w{window}", window, monkeypatch) == whole
+
+
+def _capitalized_words_the_long_way(text: str) -> list[tuple[int, str]]:
+    return [(m.start(), m.group()) for m in facts._NAME_CANDIDATE.finditer(text) if facts._capitalized(m.group())]
+
+
+NAME_PIECES = ["Greta", "Maya", "Okafor", "Lord", "Howe", "howe", "abc", "ABC", "AbC", "Ab", "Abcd", "x", "_", "1", "`",
+               "/", ".", "-", "--", " ", ", ", "Tomas", "DefG", "eBay", "iOS"]
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(NAME_PIECES), st.text(st.characters(max_codepoint=127), max_size=5)),
+                max_size=30).map("".join))
+def test_ascii_names_are_the_capitalized_candidates(text: str) -> None:
+    assert text.isascii()
+    found = [(m.start(), m.group()) for m in facts._ASCII_NAME.finditer(text)]
+    assert found == _capitalized_words_the_long_way(text)
+
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("…→←·—–‘’“”•") + list(" ab-x>.,0")), max_size=16))
+def test_a_gate_on_caseless_punctuation(text: str) -> None:
+    # Text with "…" or "→" still goes through the gates: each pattern that spells one out must need it.
+    for name, gate in sorted(GATES.items()):
+        assert _span(gate.search(text)) == _span(gate.pattern.search(text)), name
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["I ", "really ", "Maya ", "prefers ", "likes ", "dislikes ", "would ", "'d ",
+                                           "rather ", "always ", "never ", "wants ", "insists ", "on ", "tabs ", "over ",
+                                           "Like ", "Hates ", "love ", "want "]), st.text(max_size=4)),
+                max_size=12).map("".join))
+def test_preferences_are_found_as_without_the_prefilter(text: str) -> None:
+    found = phrases._PREF_PHRASE.search(text)
+    assert found is None or any(w in text for w in phrases._PREF_NEEDS)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(), st.text(st.characters(min_codepoint=0x1f, max_codepoint=0x80))))
+def test_plain_frontmatter_strings_are_quoted_as_json_would(value: str) -> None:
+    slow = summary_notes._YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text(value, indent=None))
+    assert summary_notes._yaml_scalar(value) == slow

@@ -166,7 +166,6 @@ class Compactor:
         #: (tool pairs), to summarize it and for the tail; decoding it once is enough. Cleared after
         #: each run and bounded, so a long-running engine holds nothing that grows with history.
         self._read_cache: OrderedDict[tuple[str, str], Message] = OrderedDict()
-        self._full_check: dict[str, float] = {}  # conversation -> when every note was last checked
 
     @property
     def summarizer(self) -> Summarizer:
@@ -409,8 +408,14 @@ class Compactor:
 
     # -- running -----------------------------------------------------------------
 
-    def compact(self, conv: str, *, force: bool = False, target_tokens: int | None = None, hard: bool = False) -> CompactionReport:
-        """Compact ``conv`` until its active context is under ``target_tokens`` (or fully, with ``force``)."""
+    def compact(self, conv: str, *, force: bool = False, target_tokens: int | None = None, hard: bool = False,
+                synced: bool = False) -> CompactionReport:
+        """Compact ``conv`` until its active context is under ``target_tokens`` (or fully, with ``force``).
+
+        ``synced``: the caller brought the catalog up to date with the logs and notes just
+        before (``Vault.compact`` does); checking every daily log again would cost a stat
+        per day of history for nothing.
+        """
         lock = FileLock(str(self.log.layout.locks_dir / f"{conv}.compact.lock"), timeout=self.settings.lock_timeout_seconds)
         self.log.layout.locks_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -418,14 +423,16 @@ class Compactor:
         except Timeout:
             raise LockTimeoutError(f"another process is compacting conversation {conv!r}; try again later") from None
         try:
-            return self._compact_locked(conv, force=force, target_tokens=target_tokens, hard=hard)
+            return self._compact_locked(conv, force=force, target_tokens=target_tokens, hard=hard, synced=synced)
         finally:
             self._read_cache.clear()
             lock.release()
 
-    def _compact_locked(self, conv: str, *, force: bool, target_tokens: int | None, hard: bool) -> CompactionReport:
-        self.log.sync(conv)
-        self.dag.sync(conv)
+    def _compact_locked(self, conv: str, *, force: bool, target_tokens: int | None, hard: bool,
+                        synced: bool) -> CompactionReport:
+        if not synced:
+            self.log.sync(conv)
+            self.dag.sync(conv)
         report = CompactionReport(conv)
         items = self.dag.active(conv)
         report.tokens_before = sum(item_tokens(i) for i in items)
@@ -438,7 +445,9 @@ class Compactor:
                 tokens = sum(item_tokens(i) for i in items)
                 if not force and tokens <= target_tokens:
                     break
-                if self._pass(conv, items, tokens, target_tokens, report, force=force, hard=hard):
+                with self.dag.batched_dir_syncs():  # a pass writes many notes: one folder fsync for them all
+                    wrote = self._pass(conv, items, tokens, target_tokens, report, force=force, hard=hard)
+                if wrote:
                     continue
                 # With force, or when a model call waits, the rules loosen until nothing is left to do.
                 if not ((hard or force) and self._hard_step(conv, items, report)):
@@ -558,8 +567,8 @@ class Compactor:
 
     def _previous(self, conv: str, depth: int, first_seq: int | None) -> str | None:
         """Body of the newest node of ``depth`` that ends before ``first_seq`` (context for an LLM)."""
-        if first_seq is None:
-            return None
+        if first_seq is None or isinstance(self.summarizer, DigestSummarizer):
+            return None  # the digest reads only its sources: no query for it
         rows = self.dag.catalog.execute(
             "SELECT id FROM summaries WHERE conv=? AND depth=? AND last_seq < ? AND (parent IS NULL OR parent <> '!invalid') "
             "ORDER BY last_seq DESC LIMIT 1",
@@ -729,17 +738,12 @@ class Compactor:
         at most every :data:`FULL_CHECK_SECONDS`; in between it trusts the folder's
         mtime, the watcher and the check before any note is overwritten.
         """
-        now = time.monotonic()
-        full = now - self._full_check.get(conv, float("-inf")) >= FULL_CHECK_SECONDS
+        # A full check the caller's sync just made (the first of a process) counts: one is enough.
+        full = time.monotonic() - self.dag.full_sync_at(conv) >= FULL_CHECK_SECONDS
         self.dag.sync(conv, full=full)
-        if full:
-            self._full_check[conv] = now
         tried: set[str] = set()  # a node whose refresh could not be written is not tried again in this run
         for _ in range(64):  # a DAG is never that deep; guards against a pathological loop
-            stale = [
-                r for r in self.dag.all(conv)
-                if r.stale and not r.human_owned and r.parent != "!invalid" and r.id not in tried
-            ]
+            stale = [r for r in self.dag.stale(conv) if not r.human_owned and r.id not in tried]
             if not stale:
                 return
             node = min(stale, key=lambda r: (r.depth, r.first_seq or 0))

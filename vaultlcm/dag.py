@@ -28,12 +28,15 @@ import json
 import os
 import re
 import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from .catalog import Catalog, MessageRow
 from .errors import ValidationProblem
-from .fsutil import atomic_write, read_file
+from .fsutil import atomic_write, fsync_dir, read_file
 from .layout import VaultLayout
 from .links import VaultFiles
 from .relations import COUNTS, GAP, Link, Msg, Node, derive
@@ -249,20 +252,24 @@ class Dag:
         self._files: VaultFiles | None = None
         #: Vault-relative paths of the notes this process wrote or removed, in order (what an auto-commit takes).
         self.journal: list[str] = []
+        #: When each conversation's notes were last all checked (``sync(full=True)``), by ``time.monotonic``.
+        self._full_sync_at: dict[str, float] = {}
+        #: Folders written into whose fsync waits for the end of a batch (see :meth:`batched_dir_syncs`).
+        self._pending_dirs: set[Path] | None = None
 
     # -- reading the notes -------------------------------------------------------
 
-    def _scan(self, conv: str) -> tuple[dict[str, tuple[Path, int, int]], list[tuple[str, str]], dict[str, int | str]]:
+    def _scan(self, conv: str) -> tuple[dict[str, tuple[str, int, int]], list[tuple[str, str]], dict[str, int | str]]:
         """Note files of a conversation's folder (summaries/ and anywhere else a person filed one).
 
-        Returns the notes (path, size, mtime), the entries refused (symlinks,
+        Returns the notes (path as a string: most are never opened, size, mtime), the entries refused (symlinks,
         special files) and the mtime of every folder looked at. Logs, payloads,
         the home note, hidden entries and symlinked folders are never looked at.
         One ``scandir`` per folder, whose entries carry their own stat: a full
         check of 10,000 notes costs tens of milliseconds, not seconds.
         """
         root = self.layout.conversation_dir(conv)
-        notes: dict[str, tuple[Path, int, int]] = {}
+        notes: dict[str, tuple[str, int, int]] = {}
         refused: list[tuple[str, str]] = []
         folders: dict[str, int | str] = {}
         if not root.is_dir() or root.is_symlink():
@@ -303,7 +310,7 @@ class Dag:
                         st = e.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue
-                    notes[rel] = (Path(e.path), st.st_size, st.st_mtime_ns)
+                    notes[rel] = (e.path, st.st_size, st.st_mtime_ns)
             stack.extend(reversed(subdirs))
         return notes, refused, folders
 
@@ -322,6 +329,7 @@ class Dag:
                 report.problems = self.problems(conv)
                 return report
         self._files = None  # names may have changed anywhere: look again when needed
+        scanned_at = time.monotonic()
         on_disk, refused, folders = self._scan(conv)
         summaries_dir = self.layout.relative(self.layout.summaries_dir(conv)) + "/"
         with self.catalog.transaction() as db:
@@ -347,12 +355,17 @@ class Dag:
             if rel not in reread and row is not None and row[1] == size and row[2] == mtime_ns:
                 continue
             report.changed += 1
-            self._read_note(conv, rel, path, size, mtime_ns, expected=rel.startswith(summaries_dir))
+            self._read_note(conv, rel, Path(path), size, mtime_ns, expected=rel.startswith(summaries_dir))
         if report.changed:
             self.recompute(conv)
         self.catalog.set_meta(key, json.dumps(folders, sort_keys=True))
+        self._full_sync_at[conv] = scanned_at
         report.problems = self.problems(conv)
         return report
+
+    def full_sync_at(self, conv: str) -> float:
+        """When this process last checked every note of ``conv`` (``time.monotonic``; -inf: never)."""
+        return self._full_sync_at.get(conv, float("-inf"))
 
     def _folders_unchanged(self, folders: dict[str, int | str]) -> bool:
         for rel, seen in folders.items():
@@ -475,7 +488,10 @@ class Dag:
         links = [kept.get(sid) or (link if fm.kind == "leaf" else self.link_for(sid)) for link, sid in zip(fm.sources, ids)]
         fm = fm.model_copy(update={"sources": links})
         # Properties a person added (tags, aliases, a status) are carried over as they wrote them.
-        atomic_write(self.layout.inside(path), render_note(fm, body, keep_from=old_text).encode("utf-8"))
+        batched = self._pending_dirs is not None
+        if atomic_write(self.layout.inside(path), render_note(fm, body, keep_from=old_text).encode("utf-8"),
+                        sync_dir=not batched) and self._pending_dirs is not None:
+            self._pending_dirs.add(path.parent)
         st = path.stat()
         rel = self.layout.relative(path)
         self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body, ids)
@@ -489,6 +505,25 @@ class Dag:
         row = self.get(fm.id)
         assert row is not None
         return row
+
+    @contextmanager
+    def batched_dir_syncs(self) -> Iterator[None]:
+        """Within it, each note written is fsynced itself but its folder only once, at the end.
+
+        A compaction pass writes hundreds of notes into one folder: one folder fsync for
+        all of them instead of one each. A crash before the end may lose the newest notes
+        (never leave half of one): derived state, which the next compaction writes again.
+        """
+        if self._pending_dirs is not None:
+            yield  # already batching: the outer batch syncs
+            return
+        self._pending_dirs = set()
+        try:
+            yield
+        finally:
+            pending, self._pending_dirs = self._pending_dirs, None
+            for folder in sorted(pending):
+                fsync_dir(folder)
 
     def link_for(self, summary_id: str) -> str:
         """A wikilink to a summary that Obsidian resolves: ``[[sum_…]]``, or the note's current name or path."""
@@ -606,6 +641,29 @@ class Dag:
         cols = _COLUMNS.replace(", body,", ", '' AS body,")
         return [SummaryRow(*r) for r in self.catalog.execute(
             f"SELECT {cols} FROM summaries WHERE conv=? ORDER BY depth, first_seq, id", (conv,))]
+
+    def stale(self, conv: str) -> list[SummaryRow]:
+        """The stale nodes of ``conv`` that take part in the DAG, in :meth:`all`'s order (no other row is read)."""
+        return self._rows("conv=? AND stale<>0 AND parent IS NOT '!invalid' ORDER BY depth, first_seq, id", (conv,))
+
+    def top_condensed(self, conv: str, limit: int) -> tuple[list[SummaryRow], int]:
+        """The ``limit`` highest condensed nodes of ``conv`` that take part in the DAG (deepest first, then
+        oldest; bodies left empty) and how many there are in all: what a diagram of the upper DAG shows."""
+        cols = _COLUMNS.replace(", body,", ", '' AS body,")
+        where = "conv=? AND depth>=1 AND parent IS NOT '!invalid'"
+        rows = [SummaryRow(*r) for r in self.catalog.execute(
+            f"SELECT {cols} FROM summaries WHERE {where} ORDER BY depth DESC, first_seq, id LIMIT ?", (conv, limit))]
+        [(total,)] = self.catalog.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", (conv,))
+        return rows, int(total)
+
+    def with_outdated_links(self, conv: str) -> list[SummaryRow]:
+        """Nodes of ``conv`` with a source link Obsidian no longer resolves, in :meth:`all`'s order.
+
+        :meth:`recompute` records each such note as an ``outdated_link`` problem in the same
+        transaction that marks its links, so the problem list finds them without reading every row.
+        """
+        return self._rows("conv=? AND path IN (SELECT path FROM problems WHERE conv=? AND kind='outdated_link') "
+                          "ORDER BY depth, first_seq, id", (conv, conv))
 
     def counts(self, conv: str) -> tuple[int, int | None]:
         """How many summaries ``conv`` has and the deepest one's depth (one aggregate query, no rows read)."""

@@ -30,11 +30,13 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True) -> bool:
+def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir: bool = True) -> bool:
     """Write ``data`` to ``path`` atomically; returns False when nothing had to change.
 
     ``skip_if_same`` keeps git diffs honest: a write that changes nothing does not
-    touch the file (or its mtime) at all.
+    touch the file (or its mtime) at all. ``sync_dir=False`` leaves the folder's
+    fsync (what makes the rename durable) to the caller, who writes many files
+    into it and syncs it once (:func:`fsync_dir`).
     """
     if skip_if_same:
         try:
@@ -63,7 +65,8 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True) -> bool:
         except FileNotFoundError:
             pass
         raise
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
     return True
 
 

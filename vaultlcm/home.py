@@ -34,7 +34,6 @@ def render_home(vault: "Vault", conv: str) -> str:
     layout = vault.layout
     logs_dir = layout.logs_dir(conv)
     logs = sorted(p.stem for p in logs_dir.glob("*.md")) if logs_dir.is_dir() else []
-    summaries = vault.dag.all(conv)
     roots = [s for s in vault.dag.roots(conv)]
     stats = conversation_stats(vault.catalog, layout, [conv])
     lines = [
@@ -57,9 +56,8 @@ def render_home(vault: "Vault", conv: str) -> str:
                 f"{r.descendant_count} messages"
             )
         lines.append("")
-    upper = [s for s in summaries if s.depth >= 1 and s.parent != "!invalid"]
-    if upper:
-        shown = sorted(upper, key=lambda s: (-s.depth, s.first_seq or 0, s.id))[:MAX_DIAGRAM_NODES]
+    shown, upper = vault.dag.top_condensed(conv, MAX_DIAGRAM_NODES)
+    if shown:
         shown_ids = {s.id for s in shown}
         lines += ["## Summary DAG", "", "```mermaid", "graph TD"]
         # A node's text is what Obsidian's internal-link class opens: the note's link path.
@@ -78,8 +76,8 @@ def render_home(vault: "Vault", conv: str) -> str:
             lines.append(f'    {sid} --> {sid}_leaves(["{leaf_counts[sid]} lower nodes"])')
         lines.append(f"    class {','.join(sorted(shown_ids))} internal-link;")
         lines += ["```", ""]
-        if len(upper) > len(shown):
-            lines += [f"_Diagram shows the {len(shown)} highest of {len(upper)} condensed nodes._", ""]
+        if upper > len(shown):
+            lines += [f"_Diagram shows the {len(shown)} highest of {upper} condensed nodes._", ""]
     lines += ["## Daily logs", ""]
     rel_logs = layout.relative(logs_dir)
     lines.extend(f"- [[{rel_logs}/{day}|{day}]]" for day in logs)

@@ -386,6 +386,16 @@ def _set(skel: Any, path: list[Any], value: Any) -> None:
     target[path[-1]] = value
 
 
+def _copy_json(value: Any) -> Any:
+    """A deep copy of parsed JSON (dicts, lists, immutable scalars; nothing shared): what
+    ``copy.deepcopy`` gives, without its per-object bookkeeping (a third of decoding a message)."""
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
+
+
 def decode_entry(entry: ParsedEntry, store: PayloadStore) -> Message:
     """Rebuild the exact :class:`Message` an entry was written from.
 
@@ -395,7 +405,7 @@ def decode_entry(entry: ParsedEntry, store: PayloadStore) -> Message:
     meta = entry.meta
     where = f"message {meta.get('id')}"
     try:
-        skel = copy.deepcopy(meta["skel"])
+        skel = _copy_json(meta["skel"])
         lines = entry.raw.decode("utf-8", errors="replace").split("\n")
         try:
             body = [strip_quote(line, "body") for line in lines[2 : 2 + entry.nbody]]

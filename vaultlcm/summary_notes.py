@@ -52,6 +52,8 @@ _LINK_RE = re.compile(r"^\[\[([^\[\]|#]*)(#[^\[\]|]*)?(?:\|([^\[\]]*))?\]\]$")
 #: Any wikilink (or embed) inside text: group 1 is the path part, group 2 the rest.
 _TEXT_LINK_RE = re.compile(r"\[\[([^\[\]|#]*)([^\[\]]*)\]\]")
 _YAML_UNSAFE = re.compile(r"[\x7f-\x9f]")
+#: Printable ASCII without a quote or a backslash: its JSON (and YAML) string is the text in quotes.
+_PLAIN_SCALAR = re.compile(r'[ !#-\[\]-~]*')
 FIELD_ORDER = (
     "id", "kind", "depth", "conversation", "earliest_at", "latest_at", "descendant_count",
     "source_count", "source_tokens", "token_count", "summarizer", "prompt", "level",
@@ -212,6 +214,8 @@ def _yaml_scalar(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, str) and _PLAIN_SCALAR.fullmatch(value):
+        return f'"{value}"'  # most values (ids, links, times): nothing to escape
     # JSON string escapes are valid YAML double-quoted escapes; escape C1 controls PyYAML refuses.
     text = json_text(str(value), indent=None)
     return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -80,7 +80,7 @@ def _prune(dag: "Dag", conv: str) -> list[str]:
 
 def _relink(dag: "Dag", conv: str) -> list[str]:
     done: list[str] = []
-    for row in dag.all(conv):
+    for row in dag.with_outdated_links(conv):
         renames: dict[str, str] = {}
         for s in row.links:
             if s.ok or s.id is None or s.link is None:

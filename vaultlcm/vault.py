@@ -447,7 +447,7 @@ class Vault:
                 # messages, which a rebuilt catalog does not hold yet (tidy would take every note for emptied).
                 self.sync(conv)
                 tidied = tidy(self.dag, conv) if not self.read_only else []
-                report = self.compactor.compact(conv, force=force, target_tokens=target_tokens, hard=hard)
+                report = self.compactor.compact(conv, force=force, target_tokens=target_tokens, hard=hard, synced=True)
                 report.tidied = tidied
                 self._derived(lambda: self._on_new_day(conv))
                 if want:

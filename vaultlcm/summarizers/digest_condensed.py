@@ -23,6 +23,7 @@ level compresses instead of repeating. Correction lines are kept verbatim.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -234,8 +235,14 @@ def _facts(child: Child, lines: list[BodyLine]) -> list[tuple[str, int]]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def _words(text: str) -> frozenset[str]:
+    """The words of ``text``, lower-cased, remembered: each new line is compared with every line kept."""
+    return frozenset(re.findall(r"\w+", text.lower()))
+
+
 def _similar(a: str, b: str) -> bool:
-    wa, wb = set(re.findall(r"\w+", a.lower())), set(re.findall(r"\w+", b.lower()))
+    wa, wb = _words(a), _words(b)
     if not wa or not wb:
         return False
     return len(wa & wb) / min(len(wa), len(wb)) >= 0.7

@@ -132,7 +132,9 @@ class Gated:
     Python's regular expressions try an alternation of ``\\b``-anchored words at
     every position of a sentence; most sentences hold none of those words, and a
     substring test says so at a fraction of the cost. The test is only used on
-    ASCII text, where ``lower()`` is exactly what ``IGNORECASE`` compares (other
+    ASCII text (and caseless punctuation such as "…" and "→", which a pattern
+    spells out in its needs when it looks for one), where ``lower()`` is exactly
+    what ``IGNORECASE`` compares (other
     scripts have letters like ``ſ`` and ``K`` that match ``s`` and ``k``): there the
     pattern runs as it is. Same answers, always (``tests/test_digest_speed.py``).
     """
@@ -163,28 +165,41 @@ class Gated:
         return False
 
 
+#: Characters beyond ASCII that have no case and match no letter case-insensitively: the punctuation
+#: digests write themselves (a condensed line is full of "…", "→" and "·"), so those lines keep their gates.
+_NOT_CASELESS = re.compile(r"[^\x00-\x7f…→←·—–‘’“”•]")
+
+
 def ascii_lower(text: str) -> str | None:
-    """``text`` in lower case when it is ASCII (what :class:`Gated` compares), else None."""
-    return text.lower() if text.isascii() else None
+    """``text`` in lower case when it is ASCII, or ASCII and caseless punctuation (what :class:`Gated`
+    compares), else None."""
+    return text.lower() if text.isascii() or not _NOT_CASELESS.search(text) else None
 
 
 DIGITS = tuple("0123456789")
+#: The needs are whole phrases where a short word would admit most text ("own" is in "down" and
+#: "known", "call" in every tool call id): a regex that runs and finds nothing costs the most.
 ROLE_GATE = Gated(ROLE_RE, (
-    "over", "call", "own", "lead", "review", "approv", "manager", "maintainer", "assign", "responsible for",
-    "in charge of", "will run", "pick", "point of contact", "join", "is out", "is away", "out of office", "ooo",
-    "on leave", "on vacation", "replace", "cover", "standing in", "backup", "escalat", "signed off", "sign-off",
+    "took over", "takes over", "taking over", "take over", "handed over", "hands over", "handing over", "on-call",
+    "oncall", "owner", "owns", "owned by", "lead", "reviewe", "reviews", "approver", "approved by", "manager",
+    "maintainer", "assignee", "assigned to", "responsible for", "in charge of", "will run", "will own", "will pick",
+    "pick it up", "picks it up", "pick this up", "picks this up", "pick that up", "picks that up", "point of contact",
+    "joins", "joined", "is out", "is away", "out of office", "ooo", "on leave", "on vacation", "replaces",
+    "replaced by", "cover for", "covers for", "standing in", "backup", "escalat", "signed off", "sign-off",
     "stakeholder", "customer", "client", "team"))
 _CHANGE_GATE = Gated(_CHANGE, (
     "change", "mov", "postponed", "rescheduled", "pushed ", "pulled in", "bumped", "raised", "lowered", "increased",
     "decreased", "dropped", "went", "renamed", "replaced", "supersed", "updated", "switch", "instead of",
-    "no longer", "now", "was", "used to", "revised", "corrected", "from ", "->"))
+    "no longer", "now", "was", "used to", "revised", "corrected", "from ", "->", "→"))
 _DECISION_GATE = Gated(_DECISION, (
     "decide", "decision", "agreed", "chose", "choose", "going with", "go with", "opted", "settled on", "approved ",
     "rejected ", "rejecting ", "let", "plan is", "sticking with", "recorded as", "we'll ", "we will ", "will use",
     "switch to"))
 OPEN_GATE = Gated(OPEN_RE, (
-    "todo", "fixme", "[ ]", "follow", "next week", "next step", "open question", "not ", "still ", "pending",
-    "blocked", "left open", "do list", "unresolved", "waiting ", "file ", "for ", "parked", "deferred"))
+    "todo", "fixme", "[ ]", "follow-up", "follow up", "followup", "next week", "next step", "open question", "not yet",
+    "not done", "still need", "still to", "still open", "still missing", "still waiting", "still failing",
+    "still broken", "pending", "blocked", "left open", "do list", "unresolved", "waiting on", "waiting for", "file it",
+    "file a ticket", "for next ", "for another ", "parked", "deferred"))
 
 _PREFERENCE_GATE = Gated(_PREFERENCE, (
     "prefer", "rather", "like", "hate", "love", "want", "we always", "we never", "favorite", "favourite", "always use",
@@ -211,6 +226,11 @@ _BIGNUMBER_GATE = Gated(_BIG_NUMBER, DIGITS)
 
 #: A word or two of letters (any script); :func:`_capitalized` keeps the ones written like names.
 _NAME_CANDIDATE = re.compile(r"(?<![\w/.`-])[^\W\d_]{3,}(?:-[^\W\d_]{3,})?(?![\w`])")
+#: On ASCII text, exactly the candidates :func:`_capitalized` keeps, found by the regex alone: each part
+#: an upper-case letter and lower-case ones. Where the candidate pattern would take a second part that is
+#: not capitalized (and so drop the whole), the negative lookahead drops the first part too.
+_ASCII_NAME = re.compile(
+    r"(?<![\w/.`-])[A-Z][a-z]{2,}(?:-[A-Z][a-z]{2,}(?![\w`])|(?!-[A-Za-z]{3,}(?![\w`])))(?![\w`])")
 
 
 def _capitalized(word: str) -> bool:
@@ -373,7 +393,10 @@ _UNIT_CACHE = 1 << 12
 @functools.lru_cache(maxsize=_UNIT_CACHE)
 def _names_in(t: str) -> tuple[str, ...]:
     out = []
-    words = [(m.start(), m.group()) for m in _NAME_CANDIDATE.finditer(t) if _capitalized(m.group())]
+    if t.isascii():  # most text: no Python call per word
+        words = [(m.start(), m.group()) for m in _ASCII_NAME.finditer(t)]
+    else:
+        words = [(m.start(), m.group()) for m in _NAME_CANDIDATE.finditer(t) if _capitalized(m.group())]
     k = 0
     while k < len(words):
         start, word = words[k]
@@ -393,6 +416,12 @@ def _names_in(t: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=_UNIT_CACHE)
+def idents_in(t: str) -> tuple[str, ...]:
+    """Every :data:`IDENT_RE` match in a clipped unit, remembered: scoring and key phrases both need them."""
+    return tuple(IDENT_RE.findall(t))
+
+
 def facts_of(text: str) -> Facts:
     """The facts in one unit (see the module docstring)."""
     return _facts_of(text[:MAX_UNIT_CHARS])
@@ -409,7 +438,7 @@ def _facts_of(t: str) -> Facts:
         role=bool(ROLE_GATE.search(t, low)),
         dates=min(3, dates),
         numbers=min(3, numbers),
-        idents=min(4, len(IDENT_RE.findall(t))),
+        idents=min(4, len(idents_in(t))),
         preference=bool(_PREFERENCE_GATE.search(t, low)),
         change=bool(_CHANGE_GATE.search(t, low)),
         decision=bool(_DECISION_GATE.search(t, low)),

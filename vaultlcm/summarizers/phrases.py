@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..tokens import count_tokens, truncate_to_tokens
-from .facts import (CLAUSE_RE, DATE_GATE, DIGITS, IDENT_RE, MAX_UNIT_CHARS, NUMBER_GATE, ROLE_GATE, ROLE_RE, Gated,
-                    ascii_lower, names_in, score)
+from .facts import (CLAUSE_RE, DATE_GATE, DIGITS, MAX_UNIT_CHARS, NUMBER_GATE, ROLE_GATE, ROLE_RE, Gated,
+                    ascii_lower, idents_in, names_in, score)
 
 _I = re.IGNORECASE
 
@@ -183,6 +183,10 @@ _CHOICE = re.compile(
     r"|\b(?=\S*[\d_.+/-])[\w.+/-]{2,} instead of (?=\S*[\d_.+/-])[\w.+/-]{2,}",
     _I,
 )
+#: What :data:`_PREF_PHRASE` (case-sensitive) cannot match without, looked for before it runs.
+_PREF_NEEDS = ("prefer", "like", "hate", "love", "rather", "want", "insist")
+_CHOICE_GATE = Gated(_CHOICE, ("decided to", "go with", "going with", "switch", "chose", "opted for", "settled on",
+                               "sticking with", "will use", "ll use", "instead of"))
 _TIME_ONLY = re.compile(r"^\d{1,2}:\d{2}")
 _TICKET = re.compile(r"^(?:[A-Z][A-Z0-9]{1,9}-\d{1,6}|#\d{2,6})$")
 _VERSIONISH = re.compile(
@@ -245,10 +249,10 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
                 found.append((m.group()[: ends[-1]], "role"))
                 continue
         found.append((name, "name"))
-    pref = _PREF_PHRASE.search(t)
+    pref = _PREF_PHRASE.search(t) if any(w in t for w in _PREF_NEEDS) else None
     if pref:
         found.append((pref.group().rstrip(",.;:"), "preference"))
-    choice = _CHOICE.search(t)
+    choice = _CHOICE_GATE.search(t, low)
     if choice:
         found.append((choice.group().rstrip(",.;:"), "choice"))
     found.extend((m.group(), _date_kind(m.group())) for m in DATE_GATE.finditer(t, low))
@@ -264,8 +268,8 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
             label.pop(0)
         if label and label[-1] not in _NOT_LABELS and not re.fullmatch(r"(?:19|20)\d\d", value):
             found.append((" ".join([*label, value]), "labelled"))
-    for m in IDENT_RE.finditer(t):
-        ident = m.group().strip("`")
+    for found_ident in idents_in(t):
+        ident = found_ident.strip("`")
         found.append((ident, _ident_kind(ident)))
     found.sort(key=lambda pk: -PHRASE_WEIGHT[pk[1]])
     out: list[tuple[str, str]] = []
