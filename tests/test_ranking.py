@@ -60,10 +60,11 @@ def test_a_summary_line_with_the_fact_reaches_the_first_page(busy: Path) -> None
     assert not any("120 stops" in h["snippet"] for h in messages_only["hits"])
     kinds = [h["kind"] for h in mixed["hits"]]
     n_sum = mixed["by_kind"]["summaries"]
-    assert n_sum >= 2 and kinds[1] == "summary"
+    assert n_sum >= 1 and kinds[1] == "summary"
     assert kinds.count("summary") == min(n_sum, len(range(1, 10, SUMMARY_EVERY)))
     first_summary = next(h for h in mixed["hits"] if h["kind"] == "summary")
-    assert "caps route at 120 stops" in first_summary["snippet"], first_summary  # its best line, not its first
+    snippet = first_summary["snippet"]
+    assert "caps" in snippet and "120 stops" in snippet, first_summary  # its best line, not its first
     assert mixed["total"] == messages_only["total"] + mixed["by_kind"]["summaries"]
 
 
