@@ -58,7 +58,7 @@ from .messages import Message
 from .msglog import MessageLog
 from .settings import Settings
 from .threads import MAIN
-from .tokens import count_tokens
+from .tokens import count_tokens, remembering
 
 SYSTEM_ADDITION = (
     "Older parts of this conversation appear as <summary> blocks: generated digests of "
@@ -574,10 +574,15 @@ class Assembler:
     # -- the whole context -----------------------------------------------------------------
 
     def assemble(self, conv: str, budget: int, fmt: str) -> AssembledContext:
+        # Counts an earlier process made are looked up in the catalog before the token table is
+        # loaded: when nothing changed since, a new process assembles without loading it at all.
+        catalog = self.log.catalog
         try:
-            ctx = self._assemble(conv, budget, fmt)
+            with remembering(catalog) as counted:
+                ctx = self._assemble(conv, budget, fmt)
         finally:
             self.save_costs()
+            catalog.save_counts(counted)
         if not ctx.messages:
             # Every API rejects an empty message list.
             raise NotFoundError(

@@ -89,9 +89,12 @@ CREATE TABLE IF NOT EXISTS note_files(path TEXT PRIMARY KEY, conv TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS problems(path TEXT NOT NULL, conv TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS reindex_queue(id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS summary_costs(id TEXT PRIMARY KEY, key TEXT NOT NULL, tokens INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS token_counts(key TEXT PRIMARY KEY, tokens INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS failures(conv TEXT NOT NULL, at TEXT NOT NULL, summarizer TEXT NOT NULL, detail TEXT NOT NULL);
 """
 HEAD_BYTES = 256
+#: Counts kept in ``token_counts`` (the newest; about 4 MB): several contexts' worth of texts.
+TOKEN_COUNTS_KEPT = 100_000
 #: Problems the log reader records (the DAG records its own kinds).
 LOG_PROBLEMS = ("log_edit", "damaged_entry", "log_text", "no_final_newline", "merge", "pending_batch")
 #: What SQLite says when the file is damaged (the only case the catalog is deleted and rebuilt).
@@ -631,6 +634,27 @@ class Catalog:
             with self.transaction() as db:
                 db.executemany("INSERT OR REPLACE INTO summary_costs(id, key, tokens) VALUES(?,?,?)",
                                [(i, k, n) for i, (k, n) in costs.items()])
+        except (sqlite3.Error, StorageError, LockTimeoutError):
+            pass  # only a cache: the next process counts again
+
+    # -- token counts of texts (a cache shared by every process; see tokens.remembering) ----------
+
+    def counts(self, keys: list[str]) -> dict[str, int]:
+        """Known token counts of texts by :func:`vaultlcm.tokens.text_key` (a :class:`~vaultlcm.tokens.CountStore`)."""
+        return dict(self._in("SELECT key, tokens FROM token_counts WHERE key IN ({})", keys, lambda r: (r[0], int(r[1]))))
+
+    def save_counts(self, counts: dict[str, int]) -> None:
+        """Keep ``{text_key: tokens}``, forgetting the oldest beyond :data:`TOKEN_COUNTS_KEPT`.
+
+        Like :meth:`save_summary_costs`, a catalog that cannot be written is left as is.
+        """
+        if not counts:
+            return
+        try:
+            with self.transaction() as db:
+                db.executemany("INSERT OR REPLACE INTO token_counts(key, tokens) VALUES(?,?)", list(counts.items()))
+                db.execute("DELETE FROM token_counts WHERE rowid <= (SELECT MAX(rowid) FROM token_counts) - ?",
+                           (TOKEN_COUNTS_KEPT,))
         except (sqlite3.Error, StorageError, LockTimeoutError):
             pass  # only a cache: the next process counts again
 

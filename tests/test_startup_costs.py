@@ -1,0 +1,102 @@
+"""Start-up paths whose cost must not grow with history: counts kept in the catalog, status from the catalog."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from vaultlcm import Vault, tokens
+from vaultlcm.catalog import Catalog
+
+
+class DictStore:
+    """A :class:`vaultlcm.tokens.CountStore` in memory that records what it was asked."""
+
+    def __init__(self, known: dict[str, int] | None = None) -> None:
+        self.known = dict(known or {})
+        self.asked: list[str] = []
+
+    def counts(self, keys: list[str]) -> dict[str, int]:
+        self.asked.extend(keys)
+        return {k: self.known[k] for k in keys if k in self.known}
+
+
+TEXTS = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=3000)
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=TEXTS)
+def test_a_remembered_count_is_the_count(text: str) -> None:
+    exact = len(tokens.encoding().encode(text, disallowed_special=()))
+    store = DictStore()
+    with tokens.remembering(store) as fresh:
+        assert tokens._count(text) == exact
+    assert fresh == {tokens.text_key(text): exact}
+    # A later scope takes the count from the store without counting.
+    with tokens.remembering(DictStore(fresh)) as again:
+        assert tokens._count(text) == exact
+    assert again == {}
+
+
+def test_a_wrong_store_entry_is_what_you_get_so_the_key_must_name_the_text() -> None:
+    """The key is a hash of the exact text: a different text never finds another's count."""
+    a, b = "deploy went fine", "deploy went fine "
+    assert tokens.text_key(a) != tokens.text_key(b)
+    with tokens.remembering(DictStore({tokens.text_key(a): 999})):
+        assert tokens._count(b) == len(tokens.encoding().encode(b))
+    assert tokens._count(a) == len(tokens.encoding().encode(a))  # outside a scope the store is not asked
+
+
+def test_the_catalog_keeps_the_newest_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vaultlcm import catalog as catalog_module
+
+    monkeypatch.setattr(catalog_module, "TOKEN_COUNTS_KEPT", 5)
+    cat = Catalog(tmp_path, tmp_path / "catalog.sqlite")
+    cat.save_counts({f"k{i}": i for i in range(4)})
+    cat.save_counts({f"k{i}": i for i in range(4, 8)})
+    assert cat.counts([f"k{i}" for i in range(8)]) == {f"k{i}": i for i in range(3, 8)}
+    cat.close()
+
+
+SESSION = [{"role": "user" if i % 2 == 0 else "assistant", "timestamp": f"2026-10-{1 + i // 40:02d}T10:{i % 40:02d}:00Z",
+            "content": f"step {i}: the deploy of service-{i % 7} to staging finished with code {i * 13 % 256}"}
+           for i in range(160)]
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    from vaultlcm import Vault, tokens
+    with Vault(sys.argv[1]) as v:
+        ctx = v.assemble("c", int(sys.argv[2])).to_dict()
+    print(json.dumps({"ctx": ctx, "loaded": tokens._encoding is not None}))
+""")
+
+
+def assemble_in_new_process(root: Path, budget: int) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-c", CHILD, str(root), str(budget)], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_new_process_assembles_an_unchanged_vault_without_the_token_table(tmp_path: Path) -> None:
+    with Vault.init(tmp_path) as v:
+        v.ingest("c", SESSION)
+        v.compact("c", force=True)
+        assert v.dag.all("c")
+    first = assemble_in_new_process(tmp_path, 1500)
+    assert first["loaded"]  # nothing was counted for this vault yet
+    again = assemble_in_new_process(tmp_path, 1500)
+    assert again["ctx"] == first["ctx"] and not again["loaded"]
+    assert again["ctx"]["summary_ids"] and again["ctx"]["estimated_tokens"] <= 1500
+    # Something new: the new texts are counted (the table is loaded) and the context follows.
+    with Vault(tmp_path) as v:
+        v.ingest("c", [{"role": "user", "content": "and now the rollback of service-3?"}])
+    after = assemble_in_new_process(tmp_path, 1500)
+    assert after["loaded"] and after["ctx"]["messages"][-1]["content"] == "and now the rollback of service-3?"
+    assert after["ctx"]["estimated_tokens"] <= 1500
