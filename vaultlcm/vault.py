@@ -367,8 +367,15 @@ class Vault:
 
     # -- derived state -----------------------------------------------------------
 
-    def sync(self, conversation: str) -> None:
-        """Bring the derived state of a conversation up to date with its files."""
+    def sync(self, conversation: str, *, trust_folders: bool = False) -> None:
+        """Bring the derived state of a conversation up to date with its files.
+
+        ``trust_folders`` (the readers' start-up: ``assemble``, ``status``) checks the notes by
+        their folders alone, even in a new process: one ``stat`` per folder instead of one per
+        note, so opening a vault costs the same whatever its history. A note added, removed or
+        renamed changes its folder; an edit in place reaches the catalog through ``watch`` and
+        the next writer (``compact``, ``doctor``, ``refresh``), which check every note.
+        """
         conv = self.require_conversation(conversation)
         with self._lock:
             changed = self.log.sync(conv)
@@ -379,6 +386,9 @@ class Vault:
                 self.dag.recompute(conv)  # an edited raw message makes the leaf above it stale
             # The first sync in a process checks every note (a person may have edited one
             # since); later ones trust an unchanged folder, and `watch` reports edits.
+            if trust_folders:
+                self.dag.sync(conv)
+                return
             self.dag.sync(conv, full=conv not in self._fully_synced)
             self._fully_synced.add(conv)
 
@@ -491,7 +501,7 @@ class Vault:
             raise UsageError(f"budget must be a positive number of tokens, got {budget}")
         conv = self.require_conversation(conversation)
         with self._lock:
-            self.sync(conv)
+            self.sync(conv, trust_folders=True)
             return self.assembler.assemble(conv, budget, format)
 
     def status(self) -> dict[str, Any]:
