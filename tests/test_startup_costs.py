@@ -100,3 +100,63 @@ def test_a_new_process_assembles_an_unchanged_vault_without_the_token_table(tmp_
     after = assemble_in_new_process(tmp_path, 1500)
     assert after["loaded"] and after["ctx"]["messages"][-1]["content"] == "and now the rollback of service-3?"
     assert after["ctx"]["estimated_tokens"] <= 1500
+
+
+def test_the_counted_constants_are_the_counts() -> None:
+    from vaultlcm.assembly import SUMMARY_PREAMBLE, SUMMARY_PREAMBLE_TOKENS, SYSTEM_ADDITION, SYSTEM_ADDITION_TOKENS
+
+    assert tokens.count_tokens(SUMMARY_PREAMBLE) == SUMMARY_PREAMBLE_TOKENS
+    assert tokens.count_tokens(SYSTEM_ADDITION) == SYSTEM_ADDITION_TOKENS
+
+
+STATUS_CHILD = textwrap.dedent("""
+    import json, sys
+    from vaultlcm import Vault, tokens
+    with Vault(sys.argv[1]) as v:
+        st = v.status()
+    print(json.dumps({"status": st, "loaded": tokens._encoding is not None}))
+""")
+
+
+@pytest.mark.parametrize("budget", [700, 1500, 4000, 100_000])
+def test_status_plans_the_cut_from_the_catalog_alone(tmp_path: Path, budget: int) -> None:
+    """A new process's `status` loads no token table, and its cut is the one `assemble` shows, give or take
+    the sizes it estimates: the same tail, every message under exactly one span, the budget respected."""
+    (tmp_path / "v").mkdir()
+    root = tmp_path / "v"
+    Vault.init(root).close()
+    (root / "vaultlcm.toml").write_text(f"context_budget_tokens = {budget}\nfresh_tail_count = 8\n")
+    with Vault(root) as v:
+        v.ingest("c", SESSION)
+        v.compact("c", force=True)
+        v.ingest("c", [{"role": "user", "content": "and now the rollback of service-3?"}])
+        exact = v.assemble("c", budget).describe()
+    before = {p: p.stat().st_mtime_ns for p in root.rglob("*.md")}
+    out = subprocess.run([sys.executable, "-c", STATUS_CHILD, str(root)], capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not got["loaded"]
+    assert {p: p.stat().st_mtime_ns for p in root.rglob("*.md")} == before  # a reader writes no note
+    cut = got["status"]["conversations"][0]["context"]
+    assert cut["estimated"] and cut["budget"] == budget
+    assert sum(s["messages"] for s in cut["spans"]) == len(SESSION) + 1
+    assert sum(s["tokens"] for s in cut["spans"] if s["kind"] != "omitted") <= budget
+    assert cut["spans"][-1]["last_seq"] == exact["spans"][-1]["last_seq"] == len(SESSION) + 1
+    assert cut["verbatim"] == exact["verbatim"]
+    if not exact["verbatim"]:
+        tail, exact_tail = [s for s in cut["spans"] if s["tail"]], [s for s in exact["spans"] if s["tail"]]
+        assert tail[0]["first_seq"] == exact_tail[0]["first_seq"]  # the same protected tail
+    # The same resolution of history, within what the estimate can be off by.
+    kinds = lambda c: {(s["kind"], s["depth"]) for s in c["spans"] if not s["tail"]}  # noqa: E731
+    assert kinds(cut) & kinds(exact) or not kinds(exact)
+
+
+def test_compaction_keeps_the_redaction_tally_so_status_reads_no_log(tmp_path: Path) -> None:
+    with Vault.init(tmp_path) as v:
+        v.ingest("c", [*SESSION[:40], {"role": "user", "content": "my key is sk-ant-api03-" + "x" * 90}])
+        v.compact("c", force=True)
+        tally = tmp_path / ".vaultlcm" / "redactions.json"
+        counted = json.loads(tally.read_text())["files"]
+        assert counted and all(rel.startswith("conversations/c/") for rel in counted)
+        stamp = tally.stat().st_mtime_ns
+        assert v.status()["conversations"][0]["redacted"] == v.status()["redacted"]
+        assert tally.stat().st_mtime_ns == stamp  # nothing new to count
