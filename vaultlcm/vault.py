@@ -313,6 +313,15 @@ class Vault:
         if report.created or report.refreshed:
             self._derived(lambda: self._on_new_day(conv))
 
+    def _count_redactions(self, conv: str) -> None:
+        """Bring the redaction tally ``status`` reports up to date (only the bytes logged since it last looked),
+        so that ``status`` itself never reads the history."""
+        from .redaction_tally import RedactionTally
+
+        tally = RedactionTally(self.layout)
+        tally.counts(conv)
+        tally.save()
+
     # -- reading -----------------------------------------------------------------
 
     def conversations(self) -> list[str]:
@@ -460,6 +469,7 @@ class Vault:
                 report = self.compactor.compact(conv, force=force, target_tokens=target_tokens, hard=hard)
                 report.tidied = tidied
                 self._derived(lambda: self._on_new_day(conv))
+                self._derived(lambda: self._count_redactions(conv))
                 if want:
                     report.commit = self._commit(conv, self.dag.journal[mark:], _compact_message(self, conv, report),
                                                  explicit=bool(git_commit), done=f"compacted {conv!r}")
@@ -505,13 +515,13 @@ class Vault:
             return self.assembler.assemble(conv, budget, format)
 
     def status(self) -> dict[str, Any]:
-        """Per conversation: messages, tokens, days, time span, summaries, and the cut at the configured budget."""
+        """Per conversation: messages, tokens, days, time span, summaries, and the cut at the configured budget
+        (estimated from the catalog's counts, see :meth:`Assembler.estimate`)."""
         from .compaction import item_tokens
-        from .errors import BudgetTooSmallError
         from .redaction_tally import RedactionTally
 
         for conv in self.conversations():
-            self.sync(conv)
+            self.sync(conv, trust_folders=True)
         budget = self.settings.context_budget_tokens
         convs = []
         tally = RedactionTally(self.layout)
@@ -519,10 +529,8 @@ class Vault:
         for conv, count, tokens, days, first, last in self.catalog.stats():
             n_summaries, max_depth = self.dag.counts(conv)  # aggregates: no summary body is read
             active = self.dag.active(conv)
-            try:
-                cut: dict[str, Any] = self.assembler.assemble(conv, budget, "anthropic").describe()
-            except BudgetTooSmallError as exc:
-                cut = {"error": str(exc)}
+            # Planned from the catalog's counts: assembling would measure up to the whole budget.
+            cut = self.assembler.estimate(conv, budget)
             secrets = tally.counts(conv)
             redacted.update(secrets)
             convs.append({
