@@ -244,8 +244,11 @@ class Vault:
                           for i in incoming]
         else:
             report.ids = [sm.id for sm in result.stored]
-        if result.new_days or (refresh and result.stored):
+        if refresh and result.stored:
             self._derived(lambda: self._on_new_day(conv))
+        elif result.new_days:
+            # Only messages and days were added: the home note's summaries and diagram stand.
+            self._derived(lambda: self.refresh_views([conv], messages_only=True))
         return report
 
     def _ids_for_keys(self, conv: str, keys: list[str]) -> dict[str, str]:
@@ -278,9 +281,11 @@ class Vault:
         """Rewrite the conversation's home note and the vault's index note (derived views) if their text changed."""
         self.refresh_views([conv])
 
-    def refresh_views(self, conversations: Iterable[str] | None = None) -> list[str]:
+    def refresh_views(self, conversations: Iterable[str] | None = None, *, messages_only: bool = False) -> list[str]:
         """Bring the derived notes up to date: the home notes of ``conversations`` (default: all),
         the vault's index note, its Bases tables and property types (see :mod:`vaultlcm.bases`).
+        ``messages_only`` says only messages were added since they were written (see
+        :func:`vaultlcm.home.write_home`).
 
         Each is written only if its text changed; returns the vault-relative paths written.
         """
@@ -292,7 +297,7 @@ class Vault:
             return []
         written: list[str] = []
         for conv in self.conversations() if conversations is None else conversations:
-            if write_home(self, conv):
+            if write_home(self, conv, messages_only=messages_only):
                 written.append(self.layout.relative(self.layout.home_note(conv)))
         on_disk = self.conversations()
         stats = conversation_stats(self.catalog, self.layout, on_disk)
