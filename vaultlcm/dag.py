@@ -252,7 +252,7 @@ class Dag:
 
     # -- reading the notes -------------------------------------------------------
 
-    def _scan(self, conv: str) -> tuple[dict[str, tuple[Path, int, int]], list[tuple[str, str]], dict[str, int | str]]:
+    def _scan(self, conv: str) -> tuple[dict[str, tuple[str, int, int]], list[tuple[str, str]], dict[str, int | str]]:
         """Note files of a conversation's folder (summaries/ and anywhere else a person filed one).
 
         Returns the notes (path, size, mtime), the entries refused (symlinks,
@@ -303,7 +303,7 @@ class Dag:
                         st = e.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue
-                    notes[rel] = (Path(e.path), st.st_size, st.st_mtime_ns)
+                    notes[rel] = (e.path, st.st_size, st.st_mtime_ns)  # a Path only for the notes read
             stack.extend(reversed(subdirs))
         return notes, refused, folders
 
@@ -347,7 +347,7 @@ class Dag:
             if rel not in reread and row is not None and row[1] == size and row[2] == mtime_ns:
                 continue
             report.changed += 1
-            self._read_note(conv, rel, path, size, mtime_ns, expected=rel.startswith(summaries_dir))
+            self._read_note(conv, rel, Path(path), size, mtime_ns, expected=rel.startswith(summaries_dir))
         if report.changed:
             self.recompute(conv)
         self.catalog.set_meta(key, json.dumps(folders, sort_keys=True))
