@@ -160,3 +160,20 @@ def test_compaction_keeps_the_redaction_tally_so_status_reads_no_log(tmp_path: P
         stamp = tally.stat().st_mtime_ns
         assert v.status()["conversations"][0]["redacted"] == v.status()["redacted"]
         assert tally.stat().st_mtime_ns == stamp  # nothing new to count
+
+
+def test_the_startup_benchmark_runs(tmp_path: Path) -> None:
+    """A smoke run of benchmarks/bench_startup.py (that it measures, not how fast)."""
+    root = tmp_path / "v"
+    with Vault.init(root) as v:
+        v.ingest("c", SESSION[:60])
+        v.compact("c", force=True)
+    repo = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, str(repo / "benchmarks" / "bench_startup.py"), str(root), "--code",
+                          f"here={repo}", "--rounds", "1", "--only", "status", "ingest", "--workdir", str(tmp_path / "w")],
+                         capture_output=True, text=True, check=True)
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert {r["measure"] for r in rows} == {"status (ms)", "status again (ms)", "ingest of a new day's first message (ms)"}
+    assert all(r["s"] > 0 for r in rows) and "| status (ms) |" in out.stdout
+    assert not any(r["table_loaded"] for r in rows if r["measure"].startswith("status"))
+    assert sorted(p.name for p in (root / "conversations/c/logs").iterdir()) == ["2026-10-01.md", "2026-10-02.md"]
