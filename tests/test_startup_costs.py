@@ -177,3 +177,34 @@ def test_the_startup_benchmark_runs(tmp_path: Path) -> None:
     assert all(r["s"] > 0 for r in rows) and "| status (ms) |" in out.stdout
     assert not any(r["table_loaded"] for r in rows if r["measure"].startswith("status"))
     assert sorted(p.name for p in (root / "conversations/c/logs").iterdir()) == ["2026-10-01.md", "2026-10-02.md"]
+
+
+OLD_STATS = ("SELECT conv, COUNT(*), COALESCE(SUM(tokens),0), COUNT(DISTINCT path), MIN(at), MAX(at) "
+             "FROM messages GROUP BY conv ORDER BY conv")
+
+
+@settings(max_examples=12, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(["ingest", "edit", "delete", "status"]), st.sampled_from("ab"),
+                                st.integers(1, 5), st.integers(1, 4)), min_size=1, max_size=10))
+def test_stats_kept_per_log_are_the_aggregate_over_every_message(tmp_path_factory, steps) -> None:
+    """Whatever happened to the logs (appends, a hand edit, a deleted day), the totals kept per log add up
+    to the aggregate over the messages table, and a second call counts nothing again."""
+    root = tmp_path_factory.mktemp("v")
+    n = 0
+    with Vault.init(root) as v:
+        for what, conv, day, count in steps:
+            logs = root / "conversations" / conv / "logs"
+            if what == "ingest":
+                v.ingest(conv, [{"role": "user", "timestamp": f"2026-11-{day:02d}T10:{(n + i) % 60:02d}:00Z",
+                                 "content": f"message {n + i} " * (1 + i)} for i in range(count)])
+                n += count
+            elif what == "edit" and (logs / f"2026-11-{day:02d}.md").exists():
+                path = logs / f"2026-11-{day:02d}.md"
+                path.write_text(path.read_text(encoding="utf-8").replace("message", "MESSAGE", 1), encoding="utf-8")
+            elif what == "delete" and (logs / f"2026-11-{day:02d}.md").exists():
+                (logs / f"2026-11-{day:02d}.md").unlink()
+            for c in v.conversations():
+                v.sync(c)
+            assert v.catalog.stats() == [tuple(r) for r in v.catalog.execute(OLD_STATS)]
+        kept = v.catalog.execute("SELECT COUNT(*) FROM log_stats")[0][0]
+        assert kept == v.catalog.execute("SELECT COUNT(*) FROM logs")[0][0]
