@@ -183,3 +183,20 @@ def test_a_changed_line_is_carried_with_what_it_replaced_even_after_the_cache_is
         v.compact("c", force=True)
         assert v.dag.get(leaf_id).human_owned
         assert expected in v.dag.get(v.dag.get(leaf_id).parent).body.splitlines()
+
+
+def test_an_edit_saved_in_place_reaches_the_next_process_assemble_without_any_writer(tmp_path: Path) -> None:
+    """Obsidian saves in place (the folder's mtime does not move): a new process's assemble still sees it."""
+    root = tmp_path / "v"
+    build(root)
+    with Vault(root) as v:
+        before = next(c for c in (v.assemble("c", b) for b in (1500, 1000, 600, 400)) if c.summary_ids)
+        path = v.root / v.dag.get(before.summary_ids[0]).path
+    folder_mtime = path.parent.stat().st_mtime_ns
+    with path.open("a", encoding="utf-8") as fh:  # same inode, no rename
+        fh.write(f"\n{FIX}\n")
+    os.utime(path.parent, ns=(folder_mtime, folder_mtime))
+    budget = str(before.budget)
+    result = CliRunner().invoke(cli, ["--vault", str(root), "assemble", "-c", "c", "--budget", budget, "--json"])
+    assert result.exit_code == 0, result.output
+    assert FIX in json.dumps(json.loads(result.output)["messages"], ensure_ascii=False)

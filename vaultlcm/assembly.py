@@ -40,7 +40,6 @@ compacted, untrusted history::
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import threading
 from collections import OrderedDict
@@ -58,7 +57,7 @@ from .messages import Message
 from .msglog import MessageLog
 from .settings import Settings
 from .threads import MAIN
-from .tokens import count_tokens
+from .tokens import count_tokens, remembering
 
 SYSTEM_ADDITION = (
     "Older parts of this conversation appear as <summary> blocks: generated digests of "
@@ -112,10 +111,18 @@ def summary_item_cost(row: SummaryRow) -> int:
     return count_tokens(render_summary(row)) + 1
 
 
-@functools.cache
+#: ``count_tokens`` of :data:`SUMMARY_PREAMBLE` and of :data:`SYSTEM_ADDITION` (checked by the tests),
+#: so planning needs no token table.
+SUMMARY_PREAMBLE_TOKENS = 23
+SYSTEM_ADDITION_TOKENS = 84
+#: What a summary's ``<summary …>`` header and closing tag add to its body, in tokens per character of
+#: the header, when a plan is only estimated (``status``); assembling counts them exactly.
+_HEADER_TOKENS_PER_CHAR = 0.5
+
+
 def run_cost() -> int:
     """Tokens a run of summaries costs beyond its blocks: the message and the preamble."""
-    return apiformat.MESSAGE_OVERHEAD + count_tokens(SUMMARY_PREAMBLE) + 1
+    return apiformat.MESSAGE_OVERHEAD + SUMMARY_PREAMBLE_TOKENS + 1
 
 
 @dataclass
@@ -225,10 +232,13 @@ def is_user_turn(message: Message) -> bool:
 class _History:
     """The cut's :class:`~vaultlcm.cut.Source` over the catalog, with the costs of one call."""
 
-    def __init__(self, asm: "Assembler", conv: str, fmt: str) -> None:
+    def __init__(self, asm: "Assembler", conv: str, fmt: str, *, estimate: bool = False) -> None:
         self.asm = asm
         self.conv = conv
         self.fmt = fmt
+        # An estimate plans with the catalog's counts alone: nothing is measured as rendered.
+        self.estimate = estimate
+        self._estimates: dict[str, int] = {}
         self.messages: dict[str, Message] = {}
         self.exact: dict[str, int] = {}
         self._children: dict[str, list[MessageRow | SummaryRow]] = {}
@@ -246,7 +256,12 @@ class _History:
                     message=row)
 
     def summary_item(self, row: SummaryRow) -> Item:
-        cost = self.asm.summary_cost(row)
+        if self.estimate:
+            cost = self._estimates.get(row.id)
+            if cost is None:
+                cost = self._estimates[row.id] = self.asm.known_summary_cost(row)
+        else:
+            cost = self.asm.summary_cost(row)
         first = row.first_seq if row.first_seq is not None else 0
         last = row.last_seq if row.last_seq is not None else first
         return Item("summary", first, last, cost, max(1, row.descendant_count), summary=row)
@@ -286,6 +301,8 @@ class _History:
 
     def measure(self, rows: Iterable[MessageRow], stubs: dict[str, dict[str, int]] | None = None) -> bool:
         """Read and measure ``rows``; True when some cost changed from its estimate."""
+        if self.estimate:
+            return False
         rows = list(rows)
         self.read(rows)
         changed = False
@@ -401,6 +418,17 @@ class Assembler:
             return tokens
 
         return _cached_cost((row.id, key, "summary"), compute)
+
+    def known_summary_cost(self, row: SummaryRow) -> int:
+        """:meth:`summary_cost` when some process counted this rendering, else an estimate from the
+        body's count in the catalog (no token table)."""
+        text = render_summary(row)
+        key = hashlib.blake2b(text.encode("utf-8"), digest_size=12).hexdigest()
+        known = self.log.catalog.summary_cost(row.id, key)
+        if known is not None:
+            return known
+        header = len(text) - len(row.body.rstrip())
+        return row.token_count + int(header * _HEADER_TOKENS_PER_CHAR) + 1
 
     def save_costs(self) -> None:
         """Store the summary costs counted since the last call (one transaction)."""
@@ -574,10 +602,15 @@ class Assembler:
     # -- the whole context -----------------------------------------------------------------
 
     def assemble(self, conv: str, budget: int, fmt: str) -> AssembledContext:
+        # Counts an earlier process made are looked up in the catalog before the token table is
+        # loaded: when nothing changed since, a new process assembles without loading it at all.
+        catalog = self.log.catalog
         try:
-            ctx = self._assemble(conv, budget, fmt)
+            with remembering(catalog) as counted:
+                ctx = self._assemble(conv, budget, fmt)
         finally:
             self.save_costs()
+            catalog.save_counts(counted)
         if not ctx.messages:
             # Every API rejects an empty message list.
             raise NotFoundError(
@@ -591,7 +624,7 @@ class Assembler:
         tail = self._find_tail(conv, hist)
         if not tail.rows:
             return AssembledContext([], 0, budget, "", [], [], [], fmt, verbatim=True)
-        sys_cost = count_tokens(SYSTEM_ADDITION)
+        sys_cost = SYSTEM_ADDITION_TOKENS
 
         # 2. the whole history, when it fits
         everything = self._everything(conv, hist, budget)
@@ -666,6 +699,38 @@ class Assembler:
             if ctx.estimated_tokens <= budget:
                 return ctx
         return self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist, with_system=False)
+
+    def estimate(self, conv: str, budget: int) -> dict[str, Any]:
+        """The cut :meth:`assemble` would show at ``budget`` (as :meth:`AssembledContext.describe`),
+        planned from the catalog's counts alone, with ``"estimated": True``.
+
+        Nothing is counted and only the protected tail's messages are read, so the cost follows
+        the tail and the DAG's upper levels, not the budget or the history (``status``).
+        Messages cost their catalog count and summaries what an earlier ``assemble`` counted
+        (their body's count and their header's length when none did): close to what
+        ``assemble`` returns, which measures each item as it renders.
+        """
+        hist = _History(self, conv, "anthropic", estimate=True)
+        tail = self._find_tail(conv, hist)
+        out: dict[str, Any] = {"verbatim": True, "spans": [], "stubbed": [], "omitted": 0, "estimated": True}
+        if not tail.rows:
+            return out
+        everything = self._everything(conv, hist, budget)
+        if everything is not None and sum(i.cost for i in everything) <= budget:
+            cut, tail_items = Cut(everything, verbatim=True), []
+        else:
+            tail_cost = sum(hist.cost(r) for r in tail.rows)
+            keep = tail.rows.index(tail.anchor) if tail.anchor in tail.rows else len(tail.rows) - 1
+            while tail_cost > budget and keep > 0:  # the newest turn first, then what fits before it
+                tail_cost -= hist.cost(tail.rows[0])
+                tail.rows, keep = tail.rows[1:], keep - 1
+            reserve = SYSTEM_ADDITION_TOKENS if tail_cost + SYSTEM_ADDITION_TOKENS <= budget else 0
+            base = self._base(conv, hist, tail.start)
+            cut = plan_cut(base, max(0, budget - reserve - tail_cost), hist, run_cost=run_cost(), order=CUT_ORDER)
+            tail_items = [hist.message_item(r) for r in tail.rows]
+        out.update(verbatim=cut.verbatim and not tail_items, omitted=len(cut.omitted),
+                   spans=[s.to_dict() for s in describe_spans(cut, tail_items, run_cost())])
+        return out
 
     def _plan(self, hist: _History, base: list[Item], room: int) -> Cut:
         """Plan with catalog sizes, measure what was picked, and plan again until the sizes are exact."""

@@ -89,9 +89,14 @@ CREATE TABLE IF NOT EXISTS note_files(path TEXT PRIMARY KEY, conv TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS problems(path TEXT NOT NULL, conv TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS reindex_queue(id TEXT PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS summary_costs(id TEXT PRIMARY KEY, key TEXT NOT NULL, tokens INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS token_counts(key TEXT PRIMARY KEY, tokens INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS log_stats(path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL, messages INTEGER NOT NULL, tokens INTEGER NOT NULL, first_at TEXT, last_at TEXT);
 CREATE TABLE IF NOT EXISTS failures(conv TEXT NOT NULL, at TEXT NOT NULL, summarizer TEXT NOT NULL, detail TEXT NOT NULL);
 """
 HEAD_BYTES = 256
+#: Counts kept in ``token_counts`` (the newest; about 4 MB): several contexts' worth of texts.
+TOKEN_COUNTS_KEPT = 100_000
 #: Problems the log reader records (the DAG records its own kinds).
 LOG_PROBLEMS = ("log_edit", "damaged_entry", "log_text", "no_final_newline", "merge", "pending_batch")
 #: What SQLite says when the file is damaged (the only case the catalog is deleted and rebuilt).
@@ -238,7 +243,7 @@ class Catalog:
         """Forget everything derived (the next syncs re-read every file)."""
         with self.transaction() as db:
             for table in ("logs", "messages", "links", "pending", "duplicates", "payload_refs", "summaries", "coverage",
-                          "note_files", "problems", "reindex_queue"):
+                          "note_files", "problems", "reindex_queue", "log_stats"):
                 db.execute(f"DELETE FROM {table}")
             db.execute("DELETE FROM meta WHERE key<>'schema'")
             db.execute("INSERT INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
@@ -596,10 +601,47 @@ class Catalog:
         return [MessageRow(*r) for r in self.execute("SELECT * FROM messages WHERE path=? ORDER BY start", (rel,))]
 
     def stats(self) -> list[tuple[str, int, int, int, str | None, str | None]]:
-        """Per conversation: name, messages, tokens, days, first and last time."""
-        return [tuple(r) for r in self.execute(  # type: ignore[misc]
-            "SELECT conv, COUNT(*), COALESCE(SUM(tokens),0), COUNT(DISTINCT path), MIN(at), MAX(at) "
-            "FROM messages GROUP BY conv ORDER BY conv")]
+        """Per conversation: name, messages, tokens, days, first and last time.
+
+        Summed from each daily log's own totals, kept in ``log_stats`` while the log's recorded
+        size and mtime stay the same, so a call counts again only the logs that changed since
+        (today's, usually): its cost follows the days, not the messages. A conversation with
+        entries waiting in an incomplete batch is counted whole and not kept (releasing the
+        batch adds rows to logs that did not change).
+        """
+        waiting = {c for (c,) in self.execute("SELECT DISTINCT conv FROM pending")}
+        kept = {r[0]: r[1:] for r in self.execute(
+            "SELECT path, size, mtime_ns, messages, tokens, first_at, last_at FROM log_stats")}
+        totals: dict[str, list[Any]] = {}
+        fresh: list[tuple[Any, ...]] = []
+        seen: set[str] = set()
+        for rel, conv, size, mtime_ns in self.execute("SELECT path, conv, size, mtime_ns FROM logs ORDER BY conv, path"):
+            seen.add(rel)
+            row = kept.get(rel)
+            if row is None or row[0] != size or row[1] != mtime_ns or conv in waiting:
+                n, tokens, first, last = self.execute(
+                    "SELECT COUNT(*), COALESCE(SUM(tokens), 0), MIN(at), MAX(at) FROM messages WHERE path=?", (rel,))[0]
+                row = (size, mtime_ns, n, tokens, first, last)
+                if conv not in waiting:
+                    fresh.append((rel, conv, *row))
+            _, _, n, tokens, first, last = row
+            if not n:
+                continue
+            t = totals.setdefault(conv, [0, 0, 0, first, last])
+            t[0] += n
+            t[1] += tokens
+            t[2] += 1
+            t[3], t[4] = min(t[3], first), max(t[4], last)
+        gone = set(kept) - seen
+        if fresh or gone:
+            try:
+                with self.transaction() as db:
+                    db.executemany("INSERT OR REPLACE INTO log_stats(path, conv, size, mtime_ns, messages, tokens, "
+                                   "first_at, last_at) VALUES(?,?,?,?,?,?,?,?)", fresh)
+                    db.executemany("DELETE FROM log_stats WHERE path=?", [(p,) for p in gone])
+            except (sqlite3.Error, StorageError, LockTimeoutError):
+                pass  # only a cache: the next call counts again
+        return [(conv, *t) for conv, t in sorted(totals.items())]  # type: ignore[misc]
 
     def uncovered_rows(self, conv: str) -> list[MessageRow]:
         """Main-thread messages no summary covers, in order (a partial index: cost follows the active context)."""
@@ -631,6 +673,27 @@ class Catalog:
             with self.transaction() as db:
                 db.executemany("INSERT OR REPLACE INTO summary_costs(id, key, tokens) VALUES(?,?,?)",
                                [(i, k, n) for i, (k, n) in costs.items()])
+        except (sqlite3.Error, StorageError, LockTimeoutError):
+            pass  # only a cache: the next process counts again
+
+    # -- token counts of texts (a cache shared by every process; see tokens.remembering) ----------
+
+    def counts(self, keys: list[str]) -> dict[str, int]:
+        """Known token counts of texts by :func:`vaultlcm.tokens.text_key` (a :class:`~vaultlcm.tokens.CountStore`)."""
+        return dict(self._in("SELECT key, tokens FROM token_counts WHERE key IN ({})", keys, lambda r: (r[0], int(r[1]))))
+
+    def save_counts(self, counts: dict[str, int]) -> None:
+        """Keep ``{text_key: tokens}``, forgetting the oldest beyond :data:`TOKEN_COUNTS_KEPT`.
+
+        Like :meth:`save_summary_costs`, a catalog that cannot be written is left as is.
+        """
+        if not counts:
+            return
+        try:
+            with self.transaction() as db:
+                db.executemany("INSERT OR REPLACE INTO token_counts(key, tokens) VALUES(?,?)", list(counts.items()))
+                db.execute("DELETE FROM token_counts WHERE rowid <= (SELECT MAX(rowid) FROM token_counts) - ?",
+                           (TOKEN_COUNTS_KEPT,))
         except (sqlite3.Error, StorageError, LockTimeoutError):
             pass  # only a cache: the next process counts again
 

@@ -310,7 +310,7 @@ class Dag:
                         st = e.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue
-                    notes[rel] = (e.path, st.st_size, st.st_mtime_ns)
+                    notes[rel] = (e.path, st.st_size, st.st_mtime_ns)  # a Path only for the notes read
             stack.extend(reversed(subdirs))
         return notes, refused, folders
 
@@ -664,6 +664,15 @@ class Dag:
         """
         return self._rows("conv=? AND path IN (SELECT path FROM problems WHERE conv=? AND kind='outdated_link') "
                           "ORDER BY depth, first_seq, id", (conv, conv))
+
+    def flagged(self, conv: str) -> list[SummaryRow]:
+        """The summaries ``doctor`` has something to say about (stale, corrected by a person, made by a
+        fallback), ``body`` left empty: one query, and Python sees only those rows, not the history."""
+        cols = _COLUMNS.replace(", body,", ", '' AS body,")
+        return [SummaryRow(*r) for r in self.catalog.execute(
+            f"SELECT {cols} FROM summaries WHERE conv=? AND parent IS NOT '!invalid' AND (stale<>0 OR "
+            "gen_hash<>body_hash OR level='truncated' OR summarizer LIKE '%fallback%') ORDER BY depth, first_seq, id",
+            (conv,))]
 
     def counts(self, conv: str) -> tuple[int, int | None]:
         """How many summaries ``conv`` has and the deepest one's depth (one aggregate query, no rows read)."""

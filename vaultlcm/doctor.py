@@ -114,11 +114,13 @@ class Doctor:
         self.conversations = conversations
         self.resync = resync
         self.refresh_views = refresh_views
+        self._walked: list[tuple[str, str]] | None = None
 
     # -- examining ---------------------------------------------------------------
 
     def examine(self, *, check_index: bool = True) -> DoctorReport:
         report = DoctorReport()
+        self._walked = None  # files may have changed since the last look (a fix)
         for conv in self.conversations():
             self.resync(conv)
         for path, _conv, kind, detail in self.catalog.execute(
@@ -159,9 +161,7 @@ class Doctor:
         return report
 
     def _summaries(self, conv: str, report: DoctorReport) -> None:
-        for r in self.dag.all(conv, bodies=False):
-            if r.parent == "!invalid":
-                continue
+        for r in self.dag.flagged(conv):
             if r.level == "truncated" or "fallback" in r.summarizer:
                 why = "deterministic truncation" if r.level == "truncated" else r.summarizer
                 report.warnings.append(Finding(
@@ -213,30 +213,57 @@ class Doctor:
 
     def _unsafe_entries(self, report: DoctorReport) -> None:
         """Symlinks and special files anywhere under conversations/ (never followed, never read)."""
+        seen = {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='unsafe_note'")}
+        for rel, kind in self._walk():
+            if rel in seen:
+                continue
+            if kind == "link":
+                report.problems.append(Finding(
+                    "unsafe_entry", f"{rel}: is a symlink; vaultlcm never reads or writes through it (it may "
+                    "lead outside the vault). Replace it with a real file or folder, or remove it", rel))
+            elif kind == "special":
+                report.problems.append(Finding(
+                    "unsafe_entry", f"{rel}: is not a regular file (a pipe or device?); it is ignored", rel))
+
+    def _walk(self) -> list[tuple[str, str]]:
+        """Every entry under conversations/ as ``(vault-relative path, kind)``: ``file``, ``dir``, ``link`` or
+        ``special``; symlinked folders are not entered.
+
+        One ``scandir`` per folder, whose entries carry their type: no ``stat`` per file, so
+        the walk costs tens of milliseconds for a year of notes.
+        """
+        if self._walked is not None:
+            return self._walked
         root = self.layout.conversations_dir
         if not root.is_dir():
-            return
-        seen = {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='unsafe_note'")}
+            return []
         prefix = str(self.layout.root) + os.sep
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-            # Plain strings: this visits every file of the vault, and pathlib costs more than the lstat.
-            rel_dir = dirpath[len(prefix):].replace(os.sep, "/")
-            for name in [*dirnames, *filenames]:
-                rel = f"{rel_dir}/{name}"
-                if rel in seen:
-                    continue
+        out: list[tuple[str, str]] = []
+        stack = [str(root)]
+        while stack:
+            here = stack.pop()
+            rel_here = here[len(prefix):].replace(os.sep, "/")
+            try:
+                with os.scandir(here) as it:
+                    entries = list(it)
+            except (FileNotFoundError, NotADirectoryError):  # removed while we looked
+                continue
+            for e in entries:
                 try:
-                    mode = os.lstat(os.path.join(dirpath, name)).st_mode
-                except FileNotFoundError:  # removed while we looked
+                    if e.is_symlink():
+                        kind = "link"
+                    elif e.is_dir(follow_symlinks=False):
+                        kind = "dir"
+                        stack.append(e.path)
+                    elif e.is_file(follow_symlinks=False):
+                        kind = "file"
+                    else:
+                        kind = "special"
+                except FileNotFoundError:
                     continue
-                if stat.S_ISLNK(mode):
-                    report.problems.append(Finding(
-                        "unsafe_entry", f"{rel}: is a symlink; vaultlcm never reads or writes through it (it may "
-                        "lead outside the vault). Replace it with a real file or folder, or remove it", rel))
-                elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                    report.problems.append(Finding(
-                        "unsafe_entry", f"{rel}: is not a regular file (a pipe or device?); it is ignored", rel))
-            dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+                out.append((f"{rel_here}/{e.name}", kind))
+        self._walked = sorted(out)
+        return self._walked
 
     def _conflicts(self, report: DoctorReport) -> None:
         """Conflict markers in notes (logs report theirs while being read).
@@ -289,28 +316,29 @@ class Doctor:
         return path.parent.parent == self.layout.conversations_dir and path.stem == path.parent.name
 
     def _temp_files(self) -> list[Path]:
-        root = self.layout.conversations_dir
-        if not root.is_dir():
-            return []
-        found = []
-        for dirpath, _dirs, filenames in os.walk(root, followlinks=False):
-            found += [Path(dirpath) / n for n in filenames if n.startswith(TEMP_PREFIX)]
-        return sorted(found)
+        return [self.layout.root / rel for rel, kind in self._walk()
+                if kind == "file" and rel.rsplit("/", 1)[-1].startswith(TEMP_PREFIX)]
 
     def _index(self, report: DoctorReport) -> None:
         # The index is derived and catches up on every use; lag is information, and only
-        # drift that survives a catch-up (index writes failing) is a problem. Counting first
-        # keeps the usual case cheap; ids and hashes are compared only when counts differ.
+        # drift that survives a catch-up (index writes failing) is a problem. The routine check
+        # costs what changed, not the history: the counts first, then the index follows from
+        # the marks its last writer left (valid only for this catalog and the index's own
+        # count), and only when those are missing or the counts still disagree are every id
+        # and hash of the index compared with the catalog.
         if self.indexer.counts_match():
             return
         try:
-            # The catch-up compares every id and hash once and says what it did: no separate
-            # comparison first (each reads every document of the index).
-            done = self.indexer.catch_up()
-            report.notes.append(Finding(
-                "index_caught_up", f"the search index lacked (or held stale) {done['added']} document(s) and had "
-                f"{done['removed']} extra; caught up", None))
+            before = self.indexer.open().count()
+            self.indexer.ready()  # from the marks when they hold (what is new), else a full comparison
             self.indexer.open().flush()
+            if not self.indexer.counts_match():
+                self.indexer.catch_up()  # the marks lied (the index changed under them): compare everything
+                self.indexer.open().flush()
+            after = self.indexer.open().count()
+            report.notes.append(Finding(
+                "index_caught_up", f"the search index held {before} document(s) where the vault has {after}; "
+                "caught up", None))
             if self.indexer.counts_match():
                 return
             drift = self.indexer.drift()
@@ -335,6 +363,7 @@ class Doctor:
         for (rel,) in self.catalog.execute("SELECT DISTINCT path FROM problems WHERE kind='no_final_newline'"):
             if self.log.fix_final_newline(rel):
                 done.append(f"added the missing final newline of {rel}")
+        self._walked = None  # the repairs above may have moved files
         for path in self._temp_files():
             path.unlink(missing_ok=True)
             done.append(f"removed {layout.relative(path)}")

@@ -10,19 +10,29 @@ Loading is on the path of every command's first count (the Claude Code hook
 runs one process per turn), so the decoded table is kept in the user's cache
 folder in ``marshal`` form, keyed by that same hash: the next process loads it in
 a few milliseconds instead of decoding 100k base64 lines.
+
+Even from that cache, building the encoder costs a tenth of a second or more, the
+largest part of a first ``assemble``. A reader that counts the same texts as an
+earlier process (the same context, the same summaries) can skip it: inside
+:func:`remembering`, a count not known in this process is looked up in a
+:class:`CountStore` (the vault's catalog keeps one) before the table is loaded,
+and what had to be counted is handed to the store to keep.
 """
 
 from __future__ import annotations
 
 import binascii
+import contextvars
 import functools
 import hashlib
 import importlib.util
 import marshal
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import VaultLCMError
 
@@ -111,6 +121,62 @@ CACHED_CHARS = 1200
 CACHED_LONG_CHARS = 1 << 18
 
 
+class CountStore(Protocol):
+    """Counts kept across processes, keyed by :func:`text_key` (see :func:`remembering`)."""
+
+    def counts(self, keys: list[str]) -> dict[str, int]:
+        """The known counts of ``keys`` (unknown keys are left out)."""
+        ...
+
+
+class _Memo:
+    """One :func:`remembering` scope: what the store knew, and what was counted meanwhile."""
+
+    def __init__(self, store: CountStore) -> None:
+        self.store = store
+        self.fresh: dict[str, int] = {}
+
+    def count(self, text: str) -> int:
+        key = text_key(text)
+        hit = self.fresh.get(key)
+        if hit is None:
+            hit = self.store.counts([key]).get(key)
+        if hit is None:
+            hit = self.fresh[key] = len(encoding().encode(text, disallowed_special=()))
+        return hit
+
+
+_memo: contextvars.ContextVar[_Memo | None] = contextvars.ContextVar("vaultlcm_token_memo", default=None)
+
+
+def text_key(text: str) -> str:
+    """The key a text's count is kept under: a hash of its UTF-8 bytes (with surrogates escaped)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
+
+
+@contextmanager
+def remembering(store: CountStore) -> Iterator[dict[str, int]]:
+    """Within this block (this thread only), look counts up in ``store`` before loading the table.
+
+    Yields the counts made meanwhile (``{text_key: tokens}``), complete when the block ends,
+    for the caller to keep. Counts are a pure function of the text, so a count from the
+    store is as exact as one made here.
+    """
+    memo = _Memo(store)
+    token = _memo.set(memo)
+    try:
+        yield memo.fresh
+    finally:
+        _memo.reset(token)
+
+
+def _count(text: str) -> int:
+    memo = _memo.get()
+    if memo is not None:
+        return memo.count(text)
+    return len(encoding().encode(text, disallowed_special=()))
+
+
 def count_tokens(text: str) -> int:
     """Number of ``cl100k_base`` tokens in ``text`` (special tokens count as text)."""
     if not text:
@@ -119,7 +185,7 @@ def count_tokens(text: str) -> int:
         return _count_short(text)
     if len(text) <= CACHED_LONG_CHARS:
         return _count_long(text)
-    return len(encoding().encode(text, disallowed_special=()))
+    return _count(text)
 
 
 @functools.lru_cache(maxsize=1 << 13)
@@ -127,14 +193,14 @@ def _count_short(text: str) -> int:
     """The count of a short text, remembered: the digest sizes the same sentences, clauses and lines
     again and again while it fits a summary to its target. Bounded in entries and in text size
     (at most ``2**13`` texts of :data:`CACHED_CHARS`), so a long-running process stays flat."""
-    return len(encoding().encode(text, disallowed_special=()))
+    return _count(text)
 
 
 @functools.lru_cache(maxsize=16)
 def _count_long(text: str) -> int:
     """The count of a longer text (a summary's whole source), remembered for the few calls that
     size the same request; at most 16 texts of :data:`CACHED_LONG_CHARS`."""
-    return len(encoding().encode(text, disallowed_special=()))
+    return _count(text)
 
 
 def truncate_to_tokens(text: str, max_tokens: int) -> str:

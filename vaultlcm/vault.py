@@ -244,8 +244,11 @@ class Vault:
                           for i in incoming]
         else:
             report.ids = [sm.id for sm in result.stored]
-        if result.new_days or (refresh and result.stored):
+        if refresh and result.stored:
             self._derived(lambda: self._on_new_day(conv))
+        elif result.new_days:
+            # Only messages and days were added: the home note's summaries and diagram stand.
+            self._derived(lambda: self.refresh_views([conv], messages_only=True))
         return report
 
     def _ids_for_keys(self, conv: str, keys: list[str]) -> dict[str, str]:
@@ -278,9 +281,11 @@ class Vault:
         """Rewrite the conversation's home note and the vault's index note (derived views) if their text changed."""
         self.refresh_views([conv])
 
-    def refresh_views(self, conversations: Iterable[str] | None = None) -> list[str]:
+    def refresh_views(self, conversations: Iterable[str] | None = None, *, messages_only: bool = False) -> list[str]:
         """Bring the derived notes up to date: the home notes of ``conversations`` (default: all),
         the vault's index note, its Bases tables and property types (see :mod:`vaultlcm.bases`).
+        ``messages_only`` says only messages were added since they were written (see
+        :func:`vaultlcm.home.write_home`).
 
         Each is written only if its text changed; returns the vault-relative paths written.
         """
@@ -292,7 +297,7 @@ class Vault:
             return []
         written: list[str] = []
         for conv in self.conversations() if conversations is None else conversations:
-            if write_home(self, conv):
+            if write_home(self, conv, messages_only=messages_only):
                 written.append(self.layout.relative(self.layout.home_note(conv)))
         on_disk = self.conversations()
         stats = conversation_stats(self.catalog, self.layout, on_disk)
@@ -312,6 +317,15 @@ class Vault:
     def _after_compaction(self, conv: str, report: CompactionReport) -> None:
         if report.created or report.refreshed:
             self._derived(lambda: self._on_new_day(conv))
+
+    def _count_redactions(self, conv: str) -> None:
+        """Bring the redaction tally ``status`` reports up to date (only the bytes logged since it last looked),
+        so that ``status`` itself never reads the history."""
+        from .redaction_tally import RedactionTally
+
+        tally = RedactionTally(self.layout)
+        tally.counts(conv)
+        tally.save()
 
     # -- reading -----------------------------------------------------------------
 
@@ -367,8 +381,15 @@ class Vault:
 
     # -- derived state -----------------------------------------------------------
 
-    def sync(self, conversation: str) -> None:
-        """Bring the derived state of a conversation up to date with its files."""
+    def sync(self, conversation: str, *, trust_folders: bool = False) -> None:
+        """Bring the derived state of a conversation up to date with its files.
+
+        ``trust_folders`` (``status``, which shows counts, not note text) checks the notes by
+        their folders alone, even in a new process: one ``stat`` per folder instead of one per
+        note, so opening a vault costs the same whatever its history. A note added, removed or
+        renamed changes its folder; an edit in place reaches the catalog through ``watch`` and
+        the next writer (``compact``, ``doctor``, ``refresh``), which check every note.
+        """
         conv = self.require_conversation(conversation)
         with self._lock:
             changed = self.log.sync(conv)
@@ -379,6 +400,9 @@ class Vault:
                 self.dag.recompute(conv)  # an edited raw message makes the leaf above it stale
             # The first sync in a process checks every note (a person may have edited one
             # since); later ones trust an unchanged folder, and `watch` reports edits.
+            if trust_folders:
+                self.dag.sync(conv)
+                return
             self.dag.sync(conv, full=conv not in self._fully_synced)
             self._fully_synced.add(conv)
 
@@ -450,6 +474,7 @@ class Vault:
                 report = self.compactor.compact(conv, force=force, target_tokens=target_tokens, hard=hard, synced=True)
                 report.tidied = tidied
                 self._derived(lambda: self._on_new_day(conv))
+                self._derived(lambda: self._count_redactions(conv))
                 if want:
                     report.commit = self._commit(conv, self.dag.journal[mark:], _compact_message(self, conv, report),
                                                  explicit=bool(git_commit), done=f"compacted {conv!r}")
@@ -491,17 +516,19 @@ class Vault:
             raise UsageError(f"budget must be a positive number of tokens, got {budget}")
         conv = self.require_conversation(conversation)
         with self._lock:
+            # Every note is checked once per process: a correction a person saved in place in
+            # Obsidian (the folder unchanged) must reach the model's next context.
             self.sync(conv)
             return self.assembler.assemble(conv, budget, format)
 
     def status(self) -> dict[str, Any]:
-        """Per conversation: messages, tokens, days, time span, summaries, and the cut at the configured budget."""
+        """Per conversation: messages, tokens, days, time span, summaries, and the cut at the configured budget
+        (estimated from the catalog's counts, see :meth:`Assembler.estimate`)."""
         from .compaction import item_tokens
-        from .errors import BudgetTooSmallError
         from .redaction_tally import RedactionTally
 
         for conv in self.conversations():
-            self.sync(conv)
+            self.sync(conv, trust_folders=True)
         budget = self.settings.context_budget_tokens
         convs = []
         tally = RedactionTally(self.layout)
@@ -509,10 +536,8 @@ class Vault:
         for conv, count, tokens, days, first, last in self.catalog.stats():
             n_summaries, max_depth = self.dag.counts(conv)  # aggregates: no summary body is read
             active = self.dag.active(conv)
-            try:
-                cut: dict[str, Any] = self.assembler.assemble(conv, budget, "anthropic").describe()
-            except BudgetTooSmallError as exc:
-                cut = {"error": str(exc)}
+            # Planned from the catalog's counts: assembling would measure up to the whole budget.
+            cut = self.assembler.estimate(conv, budget)
             secrets = tally.counts(conv)
             redacted.update(secrets)
             convs.append({

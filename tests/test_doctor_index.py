@@ -1,0 +1,98 @@
+"""doctor's index check: routine cost follows what changed; a real mismatch is still found and repaired."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vaultlcm import Vault
+from vaultlcm.index.base import open_index
+from vaultlcm.indexing import IndexKeeper
+
+BACKENDS = ["whoosh", "tantivy"]
+
+
+def session(n: int, offset: int = 0) -> list[dict[str, Any]]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "timestamp": f"2026-10-{1 + i // 30:02d}T10:{i % 30:02d}:00Z",
+             "content": f"step {i}: deploy of service-{i % 5} finished with code {(i * 7) % 97}"}
+            for i in range(offset, offset + n)]
+
+
+@pytest.fixture
+def full_compares(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the per-document comparisons (each reads every id and hash of the index); still runs them."""
+    calls: list[int] = []
+    real = IndexKeeper._differences
+
+    def spy(self: IndexKeeper, index: Any) -> Any:
+        calls.append(1)
+        return real(self, index)
+
+    monkeypatch.setattr(IndexKeeper, "_differences", spy)
+    return calls
+
+
+def make_vault(root: Path, backend: str) -> None:
+    pytest.importorskip(backend)
+    Vault.init(root).close()
+    (root / "vaultlcm.toml").write_text(f'index_backend = "{backend}"\nbackground_compaction = false\n')
+    with Vault(root) as v:
+        v.ingest("c", session(90))
+        v.compact("c", force=True)
+        assert v.grep("deploy")["hits"]  # the index is built and its marks saved at close
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_doctor_follows_a_lagging_index_without_comparing_every_document(
+        tmp_path: Path, backend: str, full_compares: list[int]) -> None:
+    make_vault(tmp_path, backend)
+    # Another process appends and compacts without opening the index: the index lags.
+    with Vault(tmp_path) as v:
+        v.ingest("c", session(60, offset=90))
+        v.compact("c", force=True)
+    full_compares.clear()
+    with Vault(tmp_path) as v:
+        report = v.doctor()
+        assert report["clean"] and "index_caught_up" in {n["kind"] for n in report["notes"]}
+        assert full_compares == []  # followed from the marks: what changed, not the history
+        assert v.indexer.drift() == {"missing": [], "extra": []}
+        assert v.grep("step 140")["hits"]
+    full_compares.clear()
+    with Vault(tmp_path) as v:  # nothing new: no note, no comparison
+        report = v.doctor()
+        assert report["clean"] and "index_caught_up" not in {n["kind"] for n in report["notes"]}
+        assert full_compares == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_document_removed_behind_the_marks_is_still_found(tmp_path: Path, backend: str,
+                                                             full_compares: list[int]) -> None:
+    make_vault(tmp_path, backend)
+    with Vault(tmp_path) as v:
+        victim = v.grep("step 42")["hits"][0]["id"]
+    index = open_index(backend, tmp_path / ".vaultlcm" / "index")
+    index.remove([victim])
+    index.close()
+    with Vault(tmp_path) as v:
+        report = v.doctor()
+        assert "index_caught_up" in {n["kind"] for n in report["notes"]} and report["clean"]
+        assert full_compares  # the marks no longer matched the index: everything was compared
+        assert v.indexer.drift() == {"missing": [], "extra": []}
+        assert victim in [h["id"] for h in v.grep("step 42")["hits"]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_marks_that_lie_are_caught_by_the_counts(tmp_path: Path, backend: str, full_compares: list[int]) -> None:
+    """Marks saved after a document went missing (the count they carry agrees with the index): following
+    them adds nothing, the counts still disagree with the catalog, and the full comparison repairs it."""
+    make_vault(tmp_path, backend)
+    with Vault(tmp_path) as v:
+        victim = v.grep("step 17")["hits"][0]["id"]
+        v.indexer.open().remove([victim])  # behind the keeper's back: its marks stay and are saved at close
+    with Vault(tmp_path) as v:
+        report = v.doctor()
+        assert "index_caught_up" in {n["kind"] for n in report["notes"]} and report["clean"]
+        assert full_compares
+        assert victim in [h["id"] for h in v.grep("step 17")["hits"]]
