@@ -654,3 +654,19 @@ def test_status_describes_the_cut_at_the_configured_budget(tmp_path: Path) -> No
     text = run(tmp_path, "status").stdout
     assert "context at the configured budget of 600 tokens" in text and "protected tail" in text
     assert tree_hash(tmp_path) == before
+
+
+def test_a_closing_empty_message_makes_a_tiny_budget_too_small_not_an_empty_conversation(tmp_path: Path) -> None:
+    """Found by the property above: the newest message renders to nothing, older ones would be sent."""
+    history = [
+        {"role": "assistant", "timestamp": "2026-11-01T00:04:00Z", "content": [{"type": "text", "text": "Berlin staging"}]},
+        {"role": "assistant", "timestamp": "2026-11-01T00:05:00Z", "content": [{"type": "text", "text": "retry config"}]},
+        {"role": "user", "timestamp": "2026-11-01T00:08:00Z", "content": []},
+    ]
+    with Vault.init(tmp_path / "v", settings=Settings(fresh_tail_count=0)) as v:
+        ids = v.ingest("c", history)
+        with pytest.raises(BudgetTooSmallError) as err:
+            v.assemble("c", 1)
+        assert err.value.message_id in ids and err.value.needed > 1
+        ctx = v.assemble("c", err.value.needed)  # the budget it names is enough
+        assert ctx.messages and ctx.estimated_tokens <= err.value.needed

@@ -612,12 +612,33 @@ class Assembler:
             self.save_costs()
             catalog.save_counts(counted)
         if not ctx.messages:
+            self._too_small_for_content(conv, budget, fmt)
             # Every API rejects an empty message list.
             raise NotFoundError(
                 f"conversation {conv!r} holds no message with content to send (only empty or non-chat "
                 "records); ingest a user message first"
             )
         return ctx
+
+    def _too_small_for_content(self, conv: str, budget: int, fmt: str) -> None:
+        """Raise :class:`BudgetTooSmallError` when a larger budget would send something.
+
+        The newest messages may render to nothing (an empty message closes the
+        conversation) while older ones, or their summaries, would: then the budget is
+        what is short, and the error says how much a context needs (the first of
+        doubling budgets that yields one).
+        """
+        trial = max(budget * 2, 64)
+        for _ in range(24):
+            try:
+                ctx = self._assemble(conv, trial, fmt)
+            except BudgetTooSmallError as exc:
+                trial = max(trial * 2, exc.needed)
+                continue
+            if ctx.messages:
+                newest = (ctx.message_ids or ctx.summary_ids)[-1]
+                raise BudgetTooSmallError(conv, budget, newest, ctx.estimated_tokens, user_message=False)
+            trial *= 2
 
     def _assemble(self, conv: str, budget: int, fmt: str) -> AssembledContext:
         hist = _History(self, conv, fmt)
@@ -661,7 +682,8 @@ class Assembler:
                 break
             tail_budget -= alone + reserve - budget
         else:
-            raise BudgetTooSmallError(conv, budget, tail.rows[0].id, max(alone, budget + 1), tail.anchor in tail.rows)
+            named = tail.anchor if tail.anchor is not None and tail.anchor in tail.rows else tail.rows[0]
+            raise BudgetTooSmallError(conv, budget, named.id, max(alone, budget + 1), tail.anchor in tail.rows)
 
         # 3. the history before the tail, refined within what is left. Plans add up the sizes of
         # single items; repairs of the whole (a merge, a missing result) shift the rendered total a
