@@ -200,3 +200,19 @@ def test_an_edit_saved_in_place_reaches_the_next_process_assemble_without_any_wr
     result = CliRunner().invoke(cli, ["--vault", str(root), "assemble", "-c", "c", "--budget", budget, "--json"])
     assert result.exit_code == 0, result.output
     assert FIX in json.dumps(json.loads(result.output)["messages"], ensure_ascii=False)
+
+
+def test_a_long_running_process_sees_an_in_place_edit_of_a_note_it_shows(tmp_path: Path) -> None:
+    """The same Vault (an Engine's) assembles, a person saves a shown note in place, the next assemble has it."""
+    root = tmp_path / "v"
+    build(root)
+    with Vault(root) as v:
+        before = next(c for c in (v.assemble("c", b) for b in (1500, 1000, 600, 400)) if c.summary_ids)
+        path = v.root / v.dag.get(before.summary_ids[-1]).path
+        folder_mtime = path.parent.stat().st_mtime_ns
+        with path.open("a", encoding="utf-8") as fh:  # same inode, no rename, no watcher running
+            fh.write(f"\n{FIX}\n")
+        os.utime(path.parent, ns=(folder_mtime, folder_mtime))
+        after = v.assemble("c", before.budget)
+        assert FIX in json.dumps(after.messages, ensure_ascii=False)
+        assert not v.dag.edited_since_read(after.summary_ids), "the catalog has read the edit"

@@ -363,6 +363,30 @@ class Dag:
         report.problems = self.problems(conv)
         return report
 
+    def edited_since_read(self, summary_ids: list[str]) -> bool:
+        """Whether the note of any of these summaries changed on disk since the catalog read it.
+
+        One ``stat`` per note: what a reader checks for the notes it is about to show,
+        instead of every note of the vault (an edit saved in place leaves its folder's
+        mtime as it was). A summary without a recorded note counts as changed.
+        """
+        ids = list(dict.fromkeys(summary_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = self.catalog.execute(
+                f"SELECT summary_id, path, size, mtime_ns FROM note_files WHERE summary_id IN ({','.join('?' * len(chunk))})",
+                tuple(chunk))
+            if len({r[0] for r in rows}) < len(chunk):
+                return True
+            for _sid, rel, size, mtime_ns in rows:
+                try:
+                    st = os.stat(self.layout.root / rel)
+                except OSError:
+                    return True
+                if st.st_size != size or st.st_mtime_ns != mtime_ns:
+                    return True
+        return False
+
     def full_sync_at(self, conv: str) -> float:
         """When this process last checked every note of ``conv`` (``time.monotonic``; -inf: never)."""
         return self._full_sync_at.get(conv, float("-inf"))

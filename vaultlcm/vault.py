@@ -384,7 +384,8 @@ class Vault:
     def sync(self, conversation: str, *, trust_folders: bool = False) -> None:
         """Bring the derived state of a conversation up to date with its files.
 
-        ``trust_folders`` (``status``, which shows counts, not note text) checks the notes by
+        ``trust_folders`` (the readers: ``status``; ``assemble``, which then checks the notes it
+        shows one by one, see :meth:`Dag.edited_since_read`) checks the notes by
         their folders alone, even in a new process: one ``stat`` per folder instead of one per
         note, so opening a vault costs the same whatever its history. A note added, removed or
         renamed changes its folder; an edit in place reaches the catalog through ``watch`` and
@@ -516,10 +517,16 @@ class Vault:
             raise UsageError(f"budget must be a positive number of tokens, got {budget}")
         conv = self.require_conversation(conversation)
         with self._lock:
-            # Every note is checked once per process: a correction a person saved in place in
-            # Obsidian (the folder unchanged) must reach the model's next context.
-            self.sync(conv)
-            return self.assembler.assemble(conv, budget, format)
+            self.sync(conv, trust_folders=True)
+            ctx = self.assembler.assemble(conv, budget, format)
+            # A correction a person saved in place in Obsidian leaves the folder as it was: the
+            # notes this context shows are checked one by one, and on any change every note is,
+            # and the cut is planned again from what they now say.
+            if self.dag.edited_since_read(ctx.summary_ids):
+                self.dag.sync(conv, full=True)
+                self._fully_synced.add(conv)
+                ctx = self.assembler.assemble(conv, budget, format)
+            return ctx
 
     def status(self) -> dict[str, Any]:
         """Per conversation: messages, tokens, days, time span, summaries, and the cut at the configured budget
