@@ -55,6 +55,8 @@ _COLUMNS = (
     "id, conv, path, size, mtime_ns, kind, depth, earliest_at, latest_at, first_seq, last_seq, descendant_count, "
     "source_tokens, token_count, summarizer, prompt, level, gen_hash, body_hash, sources_hash, sources, body, parent, stale"
 )
+#: The same columns with ``body`` left empty: for lists of many rows that never show a body.
+_COLUMNS_NO_BODY = _COLUMNS.replace(", body,", ", '' AS body,")
 
 
 #: Problem kinds the DAG records (recomputed together); doctor sorts them by severity.
@@ -662,9 +664,8 @@ class Dag:
         """Every summary of ``conv``; ``bodies=False`` leaves ``body`` empty (cheap over many notes)."""
         if bodies:
             return self._rows("conv=? ORDER BY depth, first_seq, id", (conv,))
-        cols = _COLUMNS.replace(", body,", ", '' AS body,")
         return [SummaryRow(*r) for r in self.catalog.execute(
-            f"SELECT {cols} FROM summaries WHERE conv=? ORDER BY depth, first_seq, id", (conv,))]
+            f"SELECT {_COLUMNS_NO_BODY} FROM summaries WHERE conv=? ORDER BY depth, first_seq, id", (conv,))]
 
     def stale(self, conv: str) -> list[SummaryRow]:
         """The stale nodes of ``conv`` that take part in the DAG, in :meth:`all`'s order (no other row is read)."""
@@ -673,10 +674,9 @@ class Dag:
     def top_condensed(self, conv: str, limit: int) -> tuple[list[SummaryRow], int]:
         """The ``limit`` highest condensed nodes of ``conv`` that take part in the DAG (deepest first, then
         oldest; bodies left empty) and how many there are in all: what a diagram of the upper DAG shows."""
-        cols = _COLUMNS.replace(", body,", ", '' AS body,")
         where = "conv=? AND depth>=1 AND parent IS NOT '!invalid'"
         rows = [SummaryRow(*r) for r in self.catalog.execute(
-            f"SELECT {cols} FROM summaries WHERE {where} ORDER BY depth DESC, first_seq, id LIMIT ?", (conv, limit))]
+            f"SELECT {_COLUMNS_NO_BODY} FROM summaries WHERE {where} ORDER BY depth DESC, first_seq, id LIMIT ?", (conv, limit))]
         [(total,)] = self.catalog.execute(f"SELECT COUNT(*) FROM summaries WHERE {where}", (conv,))
         return rows, int(total)
 
@@ -692,9 +692,8 @@ class Dag:
     def flagged(self, conv: str) -> list[SummaryRow]:
         """The summaries ``doctor`` has something to say about (stale, corrected by a person, made by a
         fallback), ``body`` left empty: one query, and Python sees only those rows, not the history."""
-        cols = _COLUMNS.replace(", body,", ", '' AS body,")
         return [SummaryRow(*r) for r in self.catalog.execute(
-            f"SELECT {cols} FROM summaries WHERE conv=? AND parent IS NOT '!invalid' AND (stale<>0 OR "
+            f"SELECT {_COLUMNS_NO_BODY} FROM summaries WHERE conv=? AND parent IS NOT '!invalid' AND (stale<>0 OR "
             "gen_hash<>body_hash OR level='truncated' OR summarizer LIKE '%fallback%') ORDER BY depth, first_seq, id",
             (conv,))]
 

@@ -73,7 +73,7 @@ def line_weight(line: str, pq: ParsedQuery, avg_tokens: float) -> tuple[int, flo
     for tok, _pos, _start, _end in iter_tokens(line):
         n_tokens += 1
         for k, part in enumerate(pq.parts):
-            if tok in part.terms or (part.prefixes and tok.startswith(part.prefixes)):
+            if part.holds(tok):
                 tf[k] = tf.get(k, 0) + 1
     norm = _K1 * (1 - _B + _B * n_tokens / max(avg_tokens, 1.0))
     return len(tf), sum(f * (_K1 + 1) / (f + norm) for f in tf.values())

@@ -381,7 +381,7 @@ class Vault:
 
     # -- derived state -----------------------------------------------------------
 
-    def sync(self, conversation: str, *, trust_folders: bool = False) -> None:
+    def sync(self, conversation: str, *, trust_folders: bool = False, full: bool = False) -> None:
         """Bring the derived state of a conversation up to date with its files.
 
         ``trust_folders`` (the readers: ``status``; ``assemble``, which then checks the notes it
@@ -390,6 +390,7 @@ class Vault:
         note, so opening a vault costs the same whatever its history. A note added, removed or
         renamed changes its folder; an edit in place reaches the catalog through ``watch`` and
         the next writer (``compact``, ``doctor``, ``refresh``), which check every note.
+        ``full`` checks every note even if this process already did.
         """
         conv = self.require_conversation(conversation)
         with self._lock:
@@ -404,7 +405,7 @@ class Vault:
             if trust_folders:
                 self.dag.sync(conv)
                 return
-            self.dag.sync(conv, full=conv not in self._fully_synced)
+            self.dag.sync(conv, full=full or conv not in self._fully_synced)
             self._fully_synced.add(conv)
 
     def refresh(self, conversation: str) -> dict[str, Any]:
@@ -523,8 +524,7 @@ class Vault:
             # notes this context shows are checked one by one, and on any change every note is,
             # and the cut is planned again from what they now say.
             if self.dag.edited_since_read(ctx.summary_ids):
-                self.dag.sync(conv, full=True)
-                self._fully_synced.add(conv)
+                self.sync(conv, full=True)
                 ctx = self.assembler.assemble(conv, budget, format)
             return ctx
 

@@ -280,6 +280,10 @@ class ClauseMatch:
     #: must still match (it names what the query is about); only plain words are optional.
     required: bool = False
 
+    def holds(self, token: str) -> bool:
+        """Whether a token of a text (see :func:`iter_tokens`) is one this clause looks for."""
+        return token in self.terms or bool(self.prefixes and token.startswith(self.prefixes))
+
 
 @dataclass(frozen=True)
 class ParsedQuery:
@@ -440,7 +444,7 @@ def _best_match(text: str, pq: ParsedQuery, width: int) -> int:
         run_end = ws.start() if ws else len(text)
         for tok, _pos, start, _end in iter_tokens(text[run_start:run_end]):
             for k, part in enumerate(pq.parts):
-                if tok in part.terms or (part.prefixes and tok.startswith(part.prefixes)):
+                if part.holds(tok):
                     found.append((run_start + start, k))
         pos = run_end
     if not found:
