@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import example, given, settings as hsettings, strategies as st
 
 from vaultlcm import Vault, compaction, summary_notes
 from vaultlcm.logparts import json_text
@@ -177,8 +177,9 @@ def test_a_gate_on_caseless_punctuation(text: str) -> None:
 @hsettings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(["I ", "really ", "Maya ", "prefers ", "likes ", "dislikes ", "would ", "'d ",
                                            "rather ", "always ", "never ", "wants ", "insists ", "on ", "tabs ", "over ",
-                                           "Like ", "Hates ", "love ", "want "]), st.text(max_size=4)),
+                                           "Like ", "Hates ", "love ", "want ", "use "]), st.text(max_size=4)),
                 max_size=12).map("".join))
+@example("For billing, always use zoneinfo.")  # a form the prefilter once missed (after a merge)
 def test_preferences_are_found_as_without_the_prefilter(text: str) -> None:
     found = phrases._PREF_PHRASE.search(text)
     assert found is None or any(w in text for w in phrases._PREF_NEEDS)

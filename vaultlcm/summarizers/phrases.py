@@ -184,7 +184,7 @@ _CHOICE = re.compile(
     _I,
 )
 #: What :data:`_PREF_PHRASE` (case-sensitive) cannot match without, looked for before it runs.
-_PREF_NEEDS = ("prefer", "like", "hate", "love", "rather", "want", "insist")
+_PREF_NEEDS = ("prefer", "like", "hate", "love", "rather", "want", "insist", "always ", "never ")
 _CHOICE_GATE = Gated(_CHOICE, ("decided to", "go with", "going with", "switch", "chose", "opted for", "settled on",
                                "sticking with", "will use", "ll use", "instead of"))
 _TIME_ONLY = re.compile(r"^\d{1,2}:\d{2}")
