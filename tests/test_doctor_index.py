@@ -55,10 +55,25 @@ def test_doctor_follows_a_lagging_index_without_comparing_every_document(
     full_compares.clear()
     with Vault(tmp_path) as v:
         report = v.doctor()
-        assert report["clean"] and "index_caught_up" in {n["kind"] for n in report["notes"]}
-        assert full_compares == []  # followed from the marks: what changed, not the history
+        notes = {n["kind"]: n["detail"] for n in report["notes"]}
+        assert report["clean"] and "index_caught_up" not in notes
+        assert full_compares == []  # read from the marks: neither the history nor the lag is worked through
+        # The marks account for the lag: reported, not worked off (that costs what is new, not the check).
+        missing = v.indexer.drift()["missing"]
+        assert missing and notes["index_behind"].startswith(f"{len(missing)} new document(s)")
+    full_compares.clear()
+    with Vault(tmp_path) as v:
+        assert v.grep("step 140")["hits"]  # the next search follows from the marks
+        assert full_compares == []
         assert v.indexer.drift() == {"missing": [], "extra": []}
-        assert v.grep("step 140")["hits"]
+    full_compares.clear()
+    with Vault(tmp_path) as v:  # a fix works the lag off now
+        v.ingest("c", session(5, offset=150))
+    with Vault(tmp_path) as v:
+        assert "index_behind" in {n["kind"] for n in v.doctor()["notes"]}
+        v.doctor(fix=True)
+        assert v.indexer.drift() == {"missing": [], "extra": []}
+        assert full_compares
     full_compares.clear()
     with Vault(tmp_path) as v:  # nothing new: no note, no comparison
         report = v.doctor()
@@ -96,3 +111,22 @@ def test_marks_that_lie_are_caught_by_the_counts(tmp_path: Path, backend: str, f
         assert "index_caught_up" in {n["kind"] for n in report["notes"]} and report["clean"]
         assert full_compares
         assert victim in [h["id"] for h in v.grep("step 17")["hits"]]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lag_does_not_hide_a_document_lost_behind_the_marks(tmp_path: Path, backend: str,
+                                                            full_compares: list[int]) -> None:
+    """New messages the index has not seen plus one document lost: the marks no longer add up, so doctor
+    catches up and compares instead of calling it lag."""
+    make_vault(tmp_path, backend)
+    with Vault(tmp_path) as v:
+        victim = v.grep("step 33")["hits"][0]["id"]
+        v.indexer.open().remove([victim])
+    with Vault(tmp_path) as v:
+        v.ingest("c", session(7, offset=90))
+    with Vault(tmp_path) as v:
+        report = v.doctor()
+        kinds = {n["kind"] for n in report["notes"]}
+        assert "index_behind" not in kinds and "index_caught_up" in kinds and report["clean"]
+        assert full_compares
+        assert v.indexer.drift() == {"missing": [], "extra": []}

@@ -311,6 +311,33 @@ class IndexKeeper:
     def follow_all(self) -> int:
         return sum(self.follow(conv) for conv in self.conversations())
 
+    def lag(self) -> int | None:
+        """How many documents the next follow-up would add, read from the marks without writing anything.
+
+        ``None`` when that cannot be told cheaply (no trusted marks, messages queued for
+        re-indexing, or the index plus what is new does not add up to the catalog's count):
+        only a catch-up and a comparison can then say where the index stands.
+        """
+        index = self.open()
+        index.flush()
+        if not self._caught_up and not self._load_marks(index):
+            return None
+        (queued,), = self.catalog.execute("SELECT COUNT(*) FROM reindex_queue")
+        if queued:
+            return None
+        new = 0
+        for conv in self.conversations():
+            (n,), = self.catalog.execute("SELECT COUNT(*) FROM messages WHERE conv=? AND seq>?",
+                                         (conv, self._msg_mark.get(conv, 0)))
+            new += int(n)
+            known = self._sum_known.get(conv, {})
+            current = {sid for sid, parent in self.catalog.execute(
+                "SELECT id, parent FROM summaries WHERE conv=?", (conv,)) if parent != "!invalid"}
+            new += len(current - known.keys()) - len(known.keys() - current)
+        (messages,), = self.catalog.execute("SELECT COUNT(*) FROM messages")
+        (summaries,), = self.catalog.execute("SELECT COUNT(*) FROM summaries WHERE parent IS NOT '!invalid'")
+        return new if index.count() + new == int(messages) + int(summaries) else None
+
     def counts_match(self) -> bool:
         """Whether the index holds as many documents as the catalog says it should (a cheap first check)."""
         index = self.open()
