@@ -423,7 +423,10 @@ class Compactor:
         except Timeout:
             raise LockTimeoutError(f"another process is compacting conversation {conv!r}; try again later") from None
         try:
-            return self._compact_locked(conv, force=force, target_tokens=target_tokens, hard=hard, synced=synced)
+            # One batch for the whole call (the passes, the hard steps): folders are fsynced and
+            # their stamps carried forward once, at the end (see Dag.batched_dir_syncs).
+            with self.dag.batched_dir_syncs():
+                return self._compact_locked(conv, force=force, target_tokens=target_tokens, hard=hard, synced=synced)
         finally:
             self._read_cache.clear()
             lock.release()

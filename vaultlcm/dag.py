@@ -258,6 +258,8 @@ class Dag:
         self._full_sync_at: dict[str, float] = {}
         #: Folders written into whose fsync waits for the end of a batch (see :meth:`batched_dir_syncs`).
         self._pending_dirs: set[Path] | None = None
+        #: Conversations written into during the current batch (their folder stamps are carried forward at its end).
+        self._batch_convs: set[str] = set()
 
     # -- reading the notes -------------------------------------------------------
 
@@ -515,6 +517,8 @@ class Dag:
         fm = fm.model_copy(update={"sources": links})
         # Properties a person added (tags, aliases, a status) are carried over as they wrote them.
         batched = self._pending_dirs is not None
+        if batched:
+            self._batch_convs.add(conv)
         if atomic_write(self.layout.inside(path), render_note(fm, body, keep_from=old_text).encode("utf-8"),
                         sync_dir=not batched) and self._pending_dirs is not None:
             self._pending_dirs.add(path.parent)
@@ -548,8 +552,57 @@ class Dag:
             yield
         finally:
             pending, self._pending_dirs = self._pending_dirs, None
+            convs, self._batch_convs = self._batch_convs, set()
             for folder in sorted(pending):
                 fsync_dir(folder)
+            for conv in sorted(convs):
+                self._restamp(conv)
+
+    def _restamp(self, conv: str) -> None:
+        """After this process wrote notes, carry the folder stamps forward when nothing else changed them.
+
+        A reader in the next process (:meth:`sync` trusting folders) then need not look at
+        every note again because of our own writes: at 100k messages that look is 10,000
+        stats. Checked by names, not stats: every note in a folder whose mtime moved must be
+        one the catalog knows there and every note it knows there must still be there, so a
+        note someone else added, removed or renamed meanwhile leaves the stamp stale and the
+        next reader looks. (An edit saved in place never moved a stamp: readers check the
+        notes they show, see :meth:`edited_since_read`.)
+        """
+        key = f"notes_dirs:{conv}"
+        seen = self.catalog.get_meta(key)
+        if not seen:
+            return
+        folders: dict[str, int | str] = json.loads(seen)
+        known: dict[str, set[str]] = {}
+        for (rel,) in self.catalog.execute("SELECT path FROM note_files WHERE conv=?", (conv,)):
+            head, _, name = rel.rpartition("/")
+            known.setdefault(head, set()).add(name)
+        fresh: dict[str, int | str] = {}
+        for rel, stamp in folders.items():
+            path = self.layout.root / rel
+            try:
+                if isinstance(stamp, str):  # the conversation folder: compared by its listing
+                    now: int | str = _listing(path, path.name + ".md")
+                    if now != stamp:
+                        return
+                else:
+                    now = path.stat().st_mtime_ns  # before the listing: a later change moves it past this stamp
+                    if now != stamp and not self._only_known_notes(path, rel, known.get(rel, set()), folders):
+                        return
+            except OSError:
+                return
+            fresh[rel] = now
+        self.catalog.set_meta(key, json.dumps(fresh, sort_keys=True))
+
+    @staticmethod
+    def _only_known_notes(path: Path, rel: str, notes: set[str], folders: dict[str, int | str]) -> bool:
+        """Whether ``path`` holds exactly the notes the catalog knows there and no folder not stamped yet."""
+        names = {n for n in os.listdir(path) if not n.startswith(".")}
+        if {n for n in names if n.endswith(".md")} != notes:
+            return False
+        others = names - notes
+        return all(f"{rel}/{n}" in folders or not os.path.isdir(path / n) for n in others)
 
     def link_for(self, summary_id: str) -> str:
         """A wikilink to a summary that Obsidian resolves: ``[[sum_…]]``, or the note's current name or path."""
