@@ -90,7 +90,8 @@ def test_a_new_process_assembles_an_unchanged_vault_without_the_token_table(tmp_
         v.compact("c", force=True)
         assert v.dag.all("c")
     first = assemble_in_new_process(tmp_path, 1500)
-    assert first["loaded"]  # nothing was counted for this vault yet
+    # The compaction counted what the next context meets while its token table was loaded.
+    assert not first["loaded"]
     again = assemble_in_new_process(tmp_path, 1500)
     assert again["ctx"] == first["ctx"] and not again["loaded"]
     assert again["ctx"]["summary_ids"] and again["ctx"]["estimated_tokens"] <= 1500
@@ -208,3 +209,41 @@ def test_stats_kept_per_log_are_the_aggregate_over_every_message(tmp_path_factor
             assert v.catalog.stats() == [tuple(r) for r in v.catalog.execute(OLD_STATS)]
         kept = v.catalog.execute("SELECT COUNT(*) FROM log_stats")[0][0]
         assert kept == v.catalog.execute("SELECT COUNT(*) FROM logs")[0][0]
+
+
+BODIES = st.text(st.characters(exclude_categories=("Cs",)), max_size=400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(bodies=st.lists(BODIES, min_size=1, max_size=5), edited=st.lists(st.booleans(), min_size=5, max_size=5),
+       depth=st.integers(0, 12), after=st.text(st.characters(exclude_categories=("Cs",)), max_size=200))
+def test_a_run_of_summaries_costs_the_sum_of_its_blocks(bodies: list[str], edited: list[bool], depth: int,
+                                                        after: str) -> None:
+    """The count of a run's message (preamble, blocks, blank lines) from the blocks' costs is the count, so
+    a context of known summaries is measured without the token table."""
+    from types import SimpleNamespace
+
+    from vaultlcm.assembly import SUMMARY_PREAMBLE, render_summary, run_tokens, summary_item_cost
+
+    rows = [SimpleNamespace(id=f"sum_{i:016x}", kind="leaf" if depth == 0 else "condensed", depth=depth,
+                            descendant_count=i * 7, earliest_at="2026-10-01T10:00:00Z",
+                            latest_at="2026-10-02T11:30:00Z", human_owned=edited[i], body=body)
+            for i, body in enumerate(bodies)]
+    text = SUMMARY_PREAMBLE + "\n\n" + "\n\n".join(render_summary(r) for r in rows)  # type: ignore[arg-type]
+    assert run_tokens([summary_item_cost(r) for r in rows]) == tokens.count_tokens(text)  # type: ignore[arg-type]
+    # A merge repair joins the next user text to the run with a newline: the record is counted from the parts.
+    from vaultlcm import apiformat
+    from vaultlcm.assembly import _context_tokens
+
+    record = {"role": "user", "content": [{"type": "text", "text": text}, {"type": "text", "text": after}]}
+    assert _context_tokens([record], "", {text: tokens.count_tokens(text)}) == apiformat.record_tokens(record)
+
+
+def test_the_run_constants_are_the_counts() -> None:
+    from vaultlcm import assembly
+
+    assert assembly._PREAMBLE_BLANK_TOKENS == tokens.count_tokens(assembly.SUMMARY_PREAMBLE + "\n\n")
+    assert assembly._CLOSE_TOKENS == tokens.count_tokens(">")
+    assert assembly._CLOSE_BLANK_TOKENS == tokens.count_tokens(">\n\n")
+    assert assembly._CLOSE_NEWLINE_TOKENS == tokens.count_tokens(">\n")
+    assert assembly.run_tokens([]) == tokens.count_tokens(assembly.SUMMARY_PREAMBLE)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .messages import Message
-from .tokens import count_tokens as _count_tokens
+from .tokens import count_tokens as _count_tokens, noted
 
 MESSAGE_OVERHEAD = 4
 IMAGE_TOKENS_UNKNOWN = 1600
@@ -79,6 +79,8 @@ def count_tokens(text: str) -> int:
         if len(_counts) >= _COUNT_CACHE_SIZE:
             _counts.clear()
         hit = _counts[text] = _count_tokens(text)
+    else:
+        noted(text, hit)
     return hit
 
 

@@ -106,6 +106,20 @@ def render_summary(row: SummaryRow) -> str:
     return f"<summary {' '.join(attrs)}>\n{row.body.rstrip()}\n</summary>"
 
 
+def run_tokens(item_costs: list[int]) -> int:
+    """``count_tokens`` of a run's user message, ``SUMMARY_PREAMBLE + "\n\n" + "\n\n".join(blocks)``, from
+    the blocks' :func:`summary_item_cost` alone (no token table).
+
+    Exact, not an estimate: the tokenizer's pre-split never joins across the blank line
+    between two blocks (the ``>`` that closes one takes the newlines, the ``<`` of the next
+    starts afresh), so the run costs the sum of its pieces (property-tested against counting).
+    """
+    if not item_costs:
+        return SUMMARY_PREAMBLE_TOKENS
+    blocks = [c - 1 for c in item_costs]
+    return _PREAMBLE_BLANK_TOKENS + sum(blocks) + (len(blocks) - 1) * (_CLOSE_BLANK_TOKENS - _CLOSE_TOKENS)
+
+
 def summary_item_cost(row: SummaryRow) -> int:
     """Tokens a summary adds to the user message of its run (its block and the blank line before it)."""
     return count_tokens(render_summary(row)) + 1
@@ -115,6 +129,13 @@ def summary_item_cost(row: SummaryRow) -> int:
 #: so planning needs no token table.
 SUMMARY_PREAMBLE_TOKENS = 23
 SYSTEM_ADDITION_TOKENS = 84
+#: ``count_tokens`` of ``SUMMARY_PREAMBLE + "\n\n"``, and what a block's closing ``>`` costs alone and with
+#: the blank line after it (one token either way), for :func:`run_tokens`.
+_PREAMBLE_BLANK_TOKENS = 23
+_CLOSE_TOKENS = 1
+_CLOSE_BLANK_TOKENS = 1
+#: ... and with the newline that joins it to the next text of the same message (a merge repair).
+_CLOSE_NEWLINE_TOKENS = 1
 #: What a summary's ``<summary …>`` header and closing tag add to its body, in tokens per character of
 #: the header, when a plan is only estimated (``status``); assembling counts them exactly.
 _HEADER_TOKENS_PER_CHAR = 0.5
@@ -210,6 +231,36 @@ def _cached_cost(key: tuple[str, str, str], compute: Any) -> int:
             _cost_cache.clear()
         _cost_cache[key] = value
     return value
+
+
+def _context_tokens(records: list[dict[str, Any]], system: str, known: dict[str, int]) -> int:
+    """:func:`apiformat.context_tokens`, where a record opening with a run's text takes that text's count
+    from ``known`` (:func:`run_tokens`) instead of counting it again."""
+    total = SYSTEM_ADDITION_TOKENS if system == SYSTEM_ADDITION else count_tokens(system)
+    for record in records:
+        texts = _plain_texts(record)
+        if not texts or texts[0] not in known or (len(texts) > 1 and texts[1][:1] in ("\r", "\n")):
+            total += apiformat.record_tokens(record)
+            continue
+        total += apiformat.MESSAGE_OVERHEAD + known[texts[0]]
+        if len(texts) > 1:
+            # A merge joined the next user text with "\n": the run's closing ">" takes that newline, the
+            # next text starts afresh (unless it opens with a newline itself, counted whole above).
+            total += _CLOSE_NEWLINE_TOKENS - _CLOSE_TOKENS + apiformat.count_tokens("\n".join(texts[1:]))
+    return total
+
+
+def _plain_texts(record: dict[str, Any]) -> list[str] | None:
+    """The texts of a record that holds nothing but text (what :func:`apiformat.record_tokens` joins)."""
+    content = record.get("content")
+    if record.get("tool_calls"):
+        return None
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list) and all(isinstance(b, dict) and b.get("type") == "text" and set(b) == {"type", "text"}
+                                         for b in content):
+        return [str(b["text"]) for b in content]
+    return None
 
 
 def standalone_tokens(fmt: str, turns: list[Turn]) -> int:
@@ -429,6 +480,24 @@ class Assembler:
             return known
         header = len(text) - len(row.body.rstrip())
         return row.token_count + int(header * _HEADER_TOKENS_PER_CHAR) + 1
+
+    def prime(self, conv: str, summary_ids: list[str], budget: int, fmt: str = "anthropic") -> None:
+        """Count, and keep for other processes, what the next context will meet that nobody counted yet.
+
+        Called by the writer that just made ``summary_ids`` (its token table is loaded): their
+        rendered costs, then a context at ``budget`` (the newest messages as they render). The
+        first ``assemble`` of the next process then plans with counts alone. Costs what was
+        just written and one context, never the history.
+        """
+        try:
+            for row in filter(None, map(self.dag.get, summary_ids)):
+                self.summary_cost(row)
+        finally:
+            self.save_costs()
+        try:
+            self.assemble(conv, budget, fmt)
+        except (BudgetTooSmallError, NotFoundError):
+            pass  # nothing to send yet, or a budget smaller than the tail: the summaries are counted
 
     def save_costs(self) -> None:
         """Store the summary costs counted since the last call (one transaction)."""
@@ -772,15 +841,21 @@ class Assembler:
         stubs = tail.stubs if tail is not None else {}
         turns: list[Turn] = []
         run: list[str] = []
+        run_costs: list[int] = []
+        known: dict[str, int] = {}  # the text of each run's message, with its count from the blocks' costs
 
         def flush() -> None:
             if run:
-                turns.append(apiformat.text_turn("user", SUMMARY_PREAMBLE + "\n\n" + "\n\n".join(run), "summaries"))
+                text = SUMMARY_PREAMBLE + "\n\n" + "\n\n".join(run)
+                known[text] = run_tokens(run_costs)
+                turns.append(apiformat.text_turn("user", text, "summaries"))
                 run.clear()
+                run_costs.clear()
 
         for item in items:
             if item.summary is not None:
                 run.append(render_summary(item.summary))
+                run_costs.append(self.summary_cost(item.summary))
                 continue
             flush()
             assert item.message is not None
@@ -797,7 +872,7 @@ class Assembler:
         system = "\n\n".join(p for p in system_parts if p)
         return AssembledContext(
             messages=records,
-            estimated_tokens=apiformat.context_tokens(records, system),
+            estimated_tokens=_context_tokens(records, system, known),
             budget=budget,
             system_prompt_addition=system,
             summary_ids=summaries,

@@ -135,6 +135,13 @@ class _Memo:
     def __init__(self, store: CountStore) -> None:
         self.store = store
         self.fresh: dict[str, int] = {}
+        #: Counts this process's own caches answered (the store may lack them: see :func:`remembering`).
+        self.seen: dict[str, int] = {}
+
+    def saw(self, text: str, tokens: int) -> None:
+        key = text_key(text)
+        if key not in self.fresh:
+            self.seen[key] = tokens
 
     def count(self, text: str) -> int:
         key = text_key(text)
@@ -168,6 +175,19 @@ def remembering(store: CountStore) -> Iterator[dict[str, int]]:
         yield memo.fresh
     finally:
         _memo.reset(token)
+        # A count this process cached before the block (the compactor sized the same text)
+        # never reached the store: keep the ones it lacks too, or the next process counts again.
+        unsure = {k: n for k, n in memo.seen.items() if k not in memo.fresh}
+        if unsure:
+            known = memo.store.counts(list(unsure))
+            memo.fresh.update((k, n) for k, n in unsure.items() if k not in known)
+
+
+def noted(text: str, tokens: int) -> None:
+    """Tell the :func:`remembering` block in force (if any) about a count a cache of the caller's answered."""
+    memo = _memo.get()
+    if memo is not None:
+        memo.saw(text, tokens)
 
 
 def _count(text: str) -> int:
@@ -182,10 +202,13 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     if len(text) <= CACHED_CHARS:
-        return _count_short(text)
-    if len(text) <= CACHED_LONG_CHARS:
-        return _count_long(text)
-    return _count(text)
+        n = _count_short(text)
+    elif len(text) <= CACHED_LONG_CHARS:
+        n = _count_long(text)
+    else:
+        return _count(text)  # never cached here: the block in force sees it
+    noted(text, n)
+    return n
 
 
 @functools.lru_cache(maxsize=1 << 13)

@@ -475,6 +475,10 @@ class Vault:
                 tidied = tidy(self.dag, conv) if not self.read_only else []
                 report = self.compactor.compact(conv, force=force, target_tokens=target_tokens, hard=hard, synced=True)
                 report.tidied = tidied
+                if report.created:
+                    # The token table is loaded now: count what the next context meets (new notes, the
+                    # newest messages as they render) for whichever process assembles it next.
+                    self._derived(lambda: self.assembler.prime(conv, report.created, self.settings.context_budget_tokens))
                 self._derived(lambda: self._on_new_day(conv))
                 self._derived(lambda: self._count_redactions(conv))
                 if want:
