@@ -342,6 +342,23 @@ def test_index_terms_are_the_tokens_without_offsets(text: str) -> None:
             (t, s) for t, _p, s, _e in full if m.start() <= s < m.end()][: len(tokens)]
 
 
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(alphabet=st.characters(max_codepoint=127)), _TOKEN_TEXT))
+def test_ascii_text_chunks_the_same_with_the_standard_library_pattern(text: str) -> None:
+    """ASCII text is chunked by ``re`` (faster): the same chunks as the ``regex`` pattern the rest uses."""
+    import regex
+
+    from vaultlcm.index.query import _CHUNK, _CHUNK_CJK, chunk_tokens, iter_tokens, text_chunks
+
+    if text.isascii():
+        reference = regex.compile(_CHUNK.pattern)
+        assert [m.span() for m in _CHUNK.finditer(text)] == [m.span() for m in reference.finditer(text)]
+        assert _CHUNK_CJK.findall(text) == _CHUNK.findall(text)
+    # text_chunks and chunk_tokens group iter_tokens by chunk
+    grouped = [tok for chunk in text_chunks(text) for tok in chunk_tokens(chunk)]
+    assert grouped == [tok for tok, _p, _s, _e in iter_tokens(text)]
+
 # --------------------------------------------------------- sorting, counting, paging
 
 DAY = 86400.0
