@@ -82,13 +82,26 @@ _SPACES = regex.compile(r"\s+")
 _LATIN = regex.compile(r"\p{Latin}+")
 
 
-def _chunk_pattern(text: str) -> Any:
-    # ASCII text (the common case) cannot hold CJK: use the cheaper pattern.
-    return _CHUNK if text.isascii() else _CHUNK_CJK
+#: Punctuation common in notes and agent text (dashes, arrows, quotes, bullets): none is a word
+#: character or a joiner, so each separates chunks exactly as a space does.
+_SEPARATORS = str.maketrans({c: " " for c in "–—…·•↗↘→←↑↓“”‘’«»×©®°±§¶†‡€£¥"})
+
+
+def _chunk_source(text: str) -> tuple[Any, str]:
+    """The chunk pattern for ``text`` and the text to run it on (the same chunks at the same offsets).
+
+    ASCII text (the common case) cannot hold CJK: the cheaper pattern serves it, and
+    text whose only non-ASCII characters are separators above, once they are spaces.
+    """
+    if text.isascii():
+        return _CHUNK, text
+    plain = text.translate(_SEPARATORS)  # one character for one: offsets are kept
+    return (_CHUNK, plain) if plain.isascii() else (_CHUNK_CJK, text)
 
 
 def _chunks(text: str) -> Iterator[Any]:
-    return _chunk_pattern(text).finditer(text)
+    pattern, source = _chunk_source(text)
+    return pattern.finditer(source)
 
 
 def _plain(word: str) -> bool:
@@ -212,7 +225,8 @@ def iter_tokens(text: str) -> Iterator[tuple[str, int, int, int]]:
 
 def text_chunks(text: str) -> list[str]:
     """The chunks of ``text`` in order (see the module docstring): what :func:`iter_tokens` tokenizes."""
-    return _chunk_pattern(text).findall(text)
+    pattern, source = _chunk_source(text)
+    return pattern.findall(source)  # type: ignore[no-any-return]
 
 
 def chunk_tokens(chunk: str) -> tuple[str, ...]:
@@ -235,7 +249,8 @@ def index_terms(text: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     add = out.append
     pos = 0
-    for chunk in _chunk_pattern(text).findall(text):
+    pattern, source = _chunk_source(text)
+    for chunk in pattern.findall(source):
         tokens, width = _cached_chunk_tokens(chunk) if len(chunk) <= CACHED_CHUNK_CHARS else _chunk_tokens(chunk)
         if width == 1 and len(tokens) == 1:
             add((tokens[0][0], pos))
