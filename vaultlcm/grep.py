@@ -378,6 +378,7 @@ def _relaxable(pattern: str) -> bool:
 
 def _place(vault: "Vault", hits: list[Hit], view: ContextView | None) -> None:
     placer = Placer(vault, view)
+    placer.prefetch([(h.id, h.kind) for h in hits])
     for h in hits:
         p = placer.place(h.id, h.kind)
         h.covered_by, h.shown_as, h.shown_depth = p.covered_by, p.shown_as, p.shown_depth
