@@ -83,25 +83,19 @@ _LATIN = regex.compile(r"\p{Latin}+")
 
 
 #: Punctuation common in notes and agent text (dashes, arrows, quotes, bullets): none is a word
-#: character or a joiner, so each separates chunks exactly as a space does.
-_SEPARATORS = str.maketrans({c: " " for c in "–—…·•↗↘→←↑↓“”‘’«»×©®°±§¶†‡€£¥"})
+#: character (for ``re`` or ``regex``) or a joiner, so each separates chunks exactly as a space does.
+_SEPARATORS = "–—…·•↗↘→←↑↓“”‘’«»×©®°±§¶†‡€£¥"
+_NOT_PLAIN = re.compile(f"[^\x00-\x7f{_SEPARATORS}]")
 
 
-def _chunk_source(text: str) -> tuple[Any, str]:
-    """The chunk pattern for ``text`` and the text to run it on (the same chunks at the same offsets).
-
-    ASCII text (the common case) cannot hold CJK: the cheaper pattern serves it, and
-    text whose only non-ASCII characters are separators above, once they are spaces.
-    """
-    if text.isascii():
-        return _CHUNK, text
-    plain = text.translate(_SEPARATORS)  # one character for one: offsets are kept
-    return (_CHUNK, plain) if plain.isascii() else (_CHUNK_CJK, text)
+def _chunk_pattern(text: str) -> Any:
+    """The chunk pattern for ``text``: text that cannot hold CJK (ASCII, the common case, and text whose
+    only other characters are the separators above) takes the cheaper one."""
+    return _CHUNK if text.isascii() or _NOT_PLAIN.search(text) is None else _CHUNK_CJK
 
 
 def _chunks(text: str) -> Iterator[Any]:
-    pattern, source = _chunk_source(text)
-    return pattern.finditer(source)
+    return _chunk_pattern(text).finditer(text)
 
 
 def _plain(word: str) -> bool:
@@ -225,8 +219,7 @@ def iter_tokens(text: str) -> Iterator[tuple[str, int, int, int]]:
 
 def text_chunks(text: str) -> list[str]:
     """The chunks of ``text`` in order (see the module docstring): what :func:`iter_tokens` tokenizes."""
-    pattern, source = _chunk_source(text)
-    return pattern.findall(source)  # type: ignore[no-any-return]
+    return _chunk_pattern(text).findall(text)  # type: ignore[no-any-return]
 
 
 def chunk_tokens(chunk: str) -> tuple[str, ...]:
@@ -249,8 +242,7 @@ def index_terms(text: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     add = out.append
     pos = 0
-    pattern, source = _chunk_source(text)
-    for chunk in pattern.findall(source):
+    for chunk in _chunk_pattern(text).findall(text):
         tokens, width = _cached_chunk_tokens(chunk) if len(chunk) <= CACHED_CHUNK_CHARS else _chunk_tokens(chunk)
         if width == 1 and len(tokens) == 1:
             add((tokens[0][0], pos))
