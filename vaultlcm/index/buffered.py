@@ -475,7 +475,10 @@ class BufferedIndex(SearchIndex):
     def _ranked(self, pq: ParsedQuery, filters: Filters, limit: int, offset: int, sort: str,
                 snippets: bool = True) -> list[SearchHit]:
         need = offset + limit
-        n = need + 10  # a few more than asked, so that ties at the cut can be ordered
+        # A few more than asked, so that ties at the cut can be ordered. Under relevance a band at the
+        # cut is the common case, and settling it took a second search: fetch what settles it at once
+        # (the page is the same: rows past the cut's band only fill later bands).
+        n = need + (BAND_SIZE + 10 if sort == "relevance" else 10)
         while True:
             raw = self._n_search(pq, filters, n, sort)
             if len(raw) < n or n >= MAX_TIE_FETCH or need > len(raw) or not _tied_at_cut(raw, need, sort):
