@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vaultlcm import Vault
-from vaultlcm.index.query import parse_query
-from vaultlcm.ranking import SUMMARY_EVERY, best_line, line_weight, plan_page
+from vaultlcm.index.query import ParsedQuery, iter_tokens, parse_query
+from vaultlcm.ranking import SUMMARY_EVERY, LineScorer, best_line, line_weight, plan_page
 
 
 def _busy_session() -> list[dict[str, Any]]:
@@ -109,3 +109,34 @@ def test_a_short_line_with_every_word_beats_a_long_one() -> None:
     text = ("- with 197 stops per route that adds up, says the long note about slow requests and queries\n"
             "- route cap: 140 stops (was 120 stops)\n- route only\n")
     assert best_line(text, pq)[1] == "- route cap: 140 stops (was 120 stops)"
+
+
+def _reference_weight(line: str, pq: ParsedQuery, avg_tokens: float) -> tuple[int, float]:
+    """The line weight token by token, as the module docstring defines it (what LineScorer must equal)."""
+    tf: dict[int, int] = {}
+    n_tokens = 0
+    for tok, _pos, _start, _end in iter_tokens(line):
+        n_tokens += 1
+        for k, part in enumerate(pq.parts):
+            if part.holds(tok):
+                tf[k] = tf.get(k, 0) + 1
+    norm = 1.2 * (1 - 0.75 + 0.75 * n_tokens / max(avg_tokens, 1.0))
+    return len(tf), sum(f * 2.2 / (f + norm) for f in tf.values())
+
+
+@given(st.lists(st.text(), max_size=6), st.text(min_size=1), st.floats(0.0, 50.0))
+def test_the_chunk_memo_scores_every_line_as_token_by_token(lines: list[str], query: str, avg: float) -> None:
+    pq = parse_query(query)
+    scorer = LineScorer(pq)  # one scorer for every line: what a chunk holds is remembered across them
+    for line in lines + lines:
+        clauses, weight = scorer.weight(line, avg)
+        ref_clauses, ref_weight = _reference_weight(line, pq, avg)
+        assert clauses == ref_clauses
+        assert weight == pytest.approx(ref_weight, rel=1e-12, abs=1e-12)
+
+
+def test_the_chunk_memo_on_identifiers_and_stems() -> None:
+    pq = parse_query("retry src/app.py")
+    line = "Retries of src/app.py: retrying src/app.pyc and app.py, RETRY"
+    assert LineScorer(pq).weight(line, 8.0) == pytest.approx(_reference_weight(line, pq, 8.0))
+    assert LineScorer(pq).weight(line, 8.0)[0] == 2

@@ -248,3 +248,21 @@ def test_index_marks_skip_the_full_catch_up_and_miss_nothing(tmp_path: Path) -> 
     (tmp_path / ".vaultlcm/catalog.sqlite").unlink()
     with Vault(tmp_path) as v:
         assert [h["id"] for h in v.grep("GAMMA-3")["hits"]] == [a]
+
+
+def test_placing_a_page_in_a_few_queries_places_every_item_as_one_by_one(big: tuple[Path, list[str]]) -> None:
+    """Placer.prefetch (what grep calls for its page) reads the DAG a level at a time: same placements."""
+    from vaultlcm.recall import Placer
+
+    root, _ids = big
+    with Vault(root) as v:
+        items = [(r[0], "message") for r in v.catalog.execute("SELECT id FROM messages ORDER BY seq")]
+        items += [(r.id, "summary") for r in v.dag.all("long", bodies=False)]
+        items += [("m-0000000000000000", "message"), ("sum_missing", "summary")]  # unknown ids place as nothing
+        assert any(kind == "summary" for _i, kind in items) and any(
+            r[0] for r in v.catalog.execute("SELECT covered FROM messages"))
+        one_by_one = [Placer(v).place(i, kind) for i, kind in items]
+        batched = Placer(v)
+        batched.prefetch(items)
+        assert [batched.place(i, kind) for i, kind in items] == one_by_one
+        assert any(p.shown_depth and p.shown_depth > 0 for p in one_by_one)  # the DAG has levels above leaves

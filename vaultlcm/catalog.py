@@ -315,9 +315,16 @@ class Catalog:
                     "SELECT path, size, mtime_ns, parsed, head_hash FROM logs WHERE conv=?", (conv,))}
                 on_disk = {}
                 if logs_dir.is_dir():
-                    for p in logs_dir.iterdir():
-                        if p.suffix == ".md" and p.is_file() and not p.is_symlink():
-                            on_disk[p.relative_to(self.root).as_posix()] = p
+                    # One scandir: each entry knows whether it is a plain file (no stat per
+                    # file, no path objects), and a grep checks every day's log each call.
+                    base = logs_dir.relative_to(self.root).as_posix()
+                    with os.scandir(logs_dir) as entries:
+                        for entry in entries:
+                            name = entry.name
+                            dot = name.rfind(".")
+                            if 0 < dot == len(name) - 3 and name.endswith(".md") \
+                                    and entry.is_file(follow_symlinks=False):
+                                on_disk[f"{base}/{name}"] = logs_dir / name
                 gone = set(known) - set(on_disk)
                 if gone:
                     with self.transaction() as db:

@@ -52,7 +52,7 @@ from .errors import UsageError
 from .fsutil import read_file
 from .index.base import SORTS
 from .index.buffered import day_of
-from .ranking import RERANK, interleave, plan_page, rank_summaries
+from .ranking import RERANK, interleave, plan_page, rank_summaries, ranked_page
 from .recall import ContextView, Placer, iso_time, scope_kind
 
 if TYPE_CHECKING:
@@ -333,10 +333,24 @@ def _mixed(vault: "Vault", index: Any, pattern: str, offset: int, limit: int, by
         if plan.summary_start >= RERANK:  # past the reranked head the index's order stands
             sums = index.search(pattern, limit=n_sum, offset=plan.summary_start, **{**where, "kind": "summary"})
         else:
-            head = index.search(pattern, limit=max(end, RERANK), **{**where, "kind": "summary"})
-            texts = [row.body if (row := vault.dag.get(h.id)) is not None else None for h in head[:RERANK]]
-            sums = rank_summaries(head, texts, parse_query(pattern))[plan.summary_start:end]
+            pq = parse_query(pattern)
+            # No snippets from the index: it would cut one from each of these long notes, and only
+            # the page's few are shown, cut around their best line.
+            head = index.search(pattern, limit=max(end, RERANK), snippets=False, **{**where, "kind": "summary"})
+            bodies = _summary_bodies(vault, [h.id for h in head[:RERANK]])
+            ranked = rank_summaries(head, [bodies.get(h.id) for h in head[:RERANK]], pq)[plan.summary_start:end]
+            bodies.update(_summary_bodies(vault, [r.hit.id for r in ranked if r.hit.id not in bodies]))
+            sums = ranked_page(ranked, bodies, pq)
     return interleave(plan, msgs, sums)
+
+
+def _summary_bodies(vault: "Vault", ids: list[str]) -> dict[str, str]:
+    """The body of each summary of ``ids`` that the catalog holds, in one query."""
+    if not ids:
+        return {}
+    rows = vault.catalog.execute(f"SELECT id, body FROM summaries WHERE id IN ({','.join('?' * len(ids))})",
+                                 tuple(ids))
+    return {str(i): str(body) for i, body in rows}
 
 
 def _labels(pattern: str) -> tuple[str, ...]:
@@ -364,6 +378,7 @@ def _relaxable(pattern: str) -> bool:
 
 def _place(vault: "Vault", hits: list[Hit], view: ContextView | None) -> None:
     placer = Placer(vault, view)
+    placer.prefetch([(h.id, h.kind) for h in hits])
     for h in hits:
         p = placer.place(h.id, h.kind)
         h.covered_by, h.shown_as, h.shown_depth = p.covered_by, p.shown_as, p.shown_depth

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .index.query import ParsedQuery, iter_tokens, make_snippet
+from .index.query import ParsedQuery, chunk_tokens, make_snippet, text_chunks
 
 #: Every this many places of a relevance page, one goes to a summary (the 2nd, 5th, 8th ...).
 SUMMARY_EVERY = 3
@@ -68,38 +68,97 @@ def plan_page(offset: int, limit: int, n_messages: int, n_summaries: int) -> Pag
 
 def line_weight(line: str, pq: ParsedQuery, avg_tokens: float) -> tuple[int, float]:
     """How many of the query's clauses one line holds, and its BM25-like weight for them."""
-    tf: dict[int, int] = {}
-    n_tokens = 0
-    for tok, _pos, _start, _end in iter_tokens(line):
-        n_tokens += 1
-        for k, part in enumerate(pq.parts):
-            if part.holds(tok):
-                tf[k] = tf.get(k, 0) + 1
-    norm = _K1 * (1 - _B + _B * n_tokens / max(avg_tokens, 1.0))
-    return len(tf), sum(f * (_K1 + 1) / (f + norm) for f in tf.values())
+    return LineScorer(pq).weight(line, avg_tokens)
+
+
+class LineScorer:
+    """:func:`line_weight` for many lines of one query, each distinct chunk examined once.
+
+    A note's lines repeat their words and identifiers, and what a chunk holds of the
+    query depends on the chunk alone: tokenizing every line of forty notes token by
+    token was most of a relevance page's time.
+    """
+
+    def __init__(self, pq: ParsedQuery) -> None:
+        self.pq = pq
+        #: chunk -> (tokens it yields, ((clause, tokens of it that the clause holds), ...))
+        self._seen: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {}
+
+    def _chunk(self, chunk: str) -> tuple[int, tuple[tuple[int, int], ...]]:
+        tokens = chunk_tokens(chunk)
+        held = []
+        for k, part in enumerate(self.pq.parts):
+            n = sum(1 for tok in tokens if part.holds(tok))
+            if n:
+                held.append((k, n))
+        got = self._seen[chunk] = (len(tokens), tuple(held))
+        return got
+
+    def weight(self, line: str, avg_tokens: float) -> tuple[int, float]:
+        """How many of the query's clauses ``line`` holds, and its BM25-like weight for them."""
+        seen = self._seen
+        tf: dict[int, int] = {}
+        n_tokens = 0
+        for chunk in text_chunks(line):
+            got = seen.get(chunk) or self._chunk(chunk)
+            n_tokens += got[0]
+            for k, n in got[1]:
+                tf[k] = tf.get(k, 0) + n
+        norm = _K1 * (1 - _B + _B * n_tokens / max(avg_tokens, 1.0))
+        return len(tf), sum(f * (_K1 + 1) / (f + norm) for f in tf.values())
+
+    def best_line(self, text: str) -> tuple[tuple[int, float], str]:
+        """The line of ``text`` that best matches the query, with its ``(clauses, weight)`` (the first of equals)."""
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if not lines:
+            return (0, 0.0), ""
+        avg = sum(len(ln.split()) for ln in lines) / len(lines)
+        return max(((self.weight(ln, avg), ln) for ln in lines), key=lambda x: x[0])
 
 
 def best_line(text: str, pq: ParsedQuery) -> tuple[tuple[int, float], str]:
     """The line of ``text`` that best matches the query, with its ``(clauses, weight)``."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines:
-        return (0, 0.0), ""
-    avg = sum(len(ln.split()) for ln in lines) / len(lines)
-    return max(((line_weight(ln, pq, avg), ln) for ln in lines), key=lambda x: x[0])
+    return LineScorer(pq).best_line(text)
 
 
-def rank_summaries(hits: list[Any], texts: Iterable[str | None], pq: ParsedQuery) -> list[Any]:
-    """``hits`` (index order) with the first :data:`RERANK` ordered by their best line, snippets cut there."""
+@dataclass(frozen=True)
+class Ranked:
+    """A summary hit in its reranked place, and the line its snippet is cut around (None: the index's snippet)."""
+
+    hit: Any
+    line: str | None
+
+
+def rank_summaries(hits: list[Any], texts: Iterable[str | None], pq: ParsedQuery) -> list[Ranked]:
+    """``hits`` (index order) with the first :data:`RERANK` ordered by their best line.
+
+    The snippets are left to the caller (:func:`ranked_page`): only the page shown needs them.
+    """
     head, tail = hits[:RERANK], hits[RERANK:]
+    scorer = LineScorer(pq)
     keyed = []
     for order, (hit, text) in enumerate(zip(head, texts)):
         if text is None:  # gone since the index saw it: keep its place and snippet
-            keyed.append(((0, 0.0), order, hit))
+            keyed.append(((0, 0.0), order, Ranked(hit, None)))
             continue
-        weight, line = best_line(text, pq)
-        keyed.append((weight, order, replace(hit, snippet=make_snippet(line, pq)) if weight[0] else hit))
+        weight, line = scorer.best_line(text)
+        keyed.append((weight, order, Ranked(hit, line if weight[0] else None)))
     keyed.sort(key=lambda x: (-x[0][0], -x[0][1], x[1]))
-    return [hit for _w, _o, hit in keyed] + tail
+    return [r for _w, _o, r in keyed] + [Ranked(h, None) for h in tail]
+
+
+def ranked_page(ranked: list[Ranked], texts: dict[str, str], pq: ParsedQuery) -> list[Any]:
+    """The hits of ``ranked`` (one page of it) with their snippets: cut around the best line, else
+    from the note's text (``texts`` by id), else the index's own."""
+    out = []
+    for r in ranked:
+        if r.line is not None:
+            out.append(replace(r.hit, snippet=make_snippet(r.line, pq)))
+        elif not r.hit.snippet and (text := texts.get(r.hit.id)) is not None:
+            out.append(replace(r.hit, snippet=make_snippet(text, pq)))
+        else:
+            out.append(r.hit)
+    return out
 
 
 def interleave(plan: PagePlan, messages: list[Any], summaries: list[Any]) -> list[Any]:

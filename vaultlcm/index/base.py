@@ -151,10 +151,13 @@ class SearchIndex(ABC):
         offset: int = 0,
         sort: str = "relevance",
         match: str = "all",
+        snippets: bool = True,
     ) -> list[SearchHit]:
         """Hits ``offset`` to ``offset + limit`` for ``query`` in ``sort`` order.
 
         Sees everything added before the call. ``match="any"``: see the module docstring.
+        ``snippets=False``: every hit's ``snippet`` is empty (for a caller that cuts its own
+        from a text it reads anyway; a long note's snippet costs more than its search).
         """
 
     def some_words_docs(self, query: str) -> int:

@@ -428,6 +428,7 @@ class BufferedIndex(SearchIndex):
         offset: int = 0,
         sort: str = "relevance",
         match: str = "all",
+        snippets: bool = True,
     ) -> list[SearchHit]:
         if sort not in SORTS:
             raise UsageError(f"search sort must be one of {', '.join(SORTS)}, not {sort!r}")
@@ -439,7 +440,7 @@ class BufferedIndex(SearchIndex):
             return []
         self.flush()
         with self._read_lock:
-            return self._guard(self._ranked, "search", pq, filters, limit, offset, sort)
+            return self._guard(self._ranked, "search", pq, filters, limit, offset, sort, snippets)
 
     def count_matches(
         self,
@@ -471,9 +472,13 @@ class BufferedIndex(SearchIndex):
             return sum(max((self._guard(self._n_doc_freq, "count", t) for t in options), default=0)
                        for options in terms)
 
-    def _ranked(self, pq: ParsedQuery, filters: Filters, limit: int, offset: int, sort: str) -> list[SearchHit]:
+    def _ranked(self, pq: ParsedQuery, filters: Filters, limit: int, offset: int, sort: str,
+                snippets: bool = True) -> list[SearchHit]:
         need = offset + limit
-        n = need + 10  # a few more than asked, so that ties at the cut can be ordered
+        # A few more than asked, so that ties at the cut can be ordered. Under relevance a band at the
+        # cut is the common case, and settling it took a second search: fetch what settles it at once
+        # (the page is the same: rows past the cut's band only fill later bands).
+        n = need + (BAND_SIZE + 10 if sort == "relevance" else 10)
         while True:
             raw = self._n_search(pq, filters, n, sort)
             if len(raw) < n or n >= MAX_TIE_FETCH or need > len(raw) or not _tied_at_cut(raw, need, sort):
@@ -495,7 +500,7 @@ class BufferedIndex(SearchIndex):
         return [
             SearchHit(id=f["id"], kind=f["kind"], conversation=f["conversation"],
                       score=split_score(score)[1] if scored else 0.0,
-                      snippet=make_snippet(f["text"], pq), at=float(at), role=f.get("role") or "",
+                      snippet=make_snippet(f["text"], pq) if snippets else "", at=float(at), role=f.get("role") or "",
                       depth=int(f.get("depth", -1)), seq=int(seq),
                       matched=matched_words(f["text"], pq) if anyword else None)
             for (score, at, seq, _key, _ref), f in zip(page, stored)

@@ -30,7 +30,9 @@ import time
 import uuid
 import warnings
 from collections import Counter
+from array import array
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -53,8 +55,8 @@ from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QT
 #: Expand a prefix into at most this many scored terms; beyond it, match them all
 #: with a constant score (cheaper, and recall is what grep needs).
 MAX_PREFIX_TERMS = 512
-#: A query's matches are kept for the count that follows its page only up to this many (a few MB).
-MEMO_MATCHES = 50_000
+#: A query's matches are kept for the searches that follow its count only up to this many (16 bytes each).
+MEMO_MATCHES = 1_000_000
 
 
 class VaultTokenizer(Tokenizer):
@@ -341,25 +343,40 @@ class WhooshIndex(BufferedIndex):
             if (since is None or t >= since) and (before is None or t < before):
                 yield docnum, t
 
-    def _evaluated(self, pq: ParsedQuery, filters: Filters, scored: bool) -> list[tuple[int, float]] | None:
+    def _evaluated(self, pq: ParsedQuery, filters: Filters) -> list[tuple[int, float]] | None:
         """Every match with its score from the postings (None: a shape only Whoosh's matchers take).
 
-        grep asks for a page and then for the count of the same query: one evaluation serves both.
+        A grep asks for the count of a query, then for a page of messages and one of
+        summaries: one evaluation of both kinds, scored, serves all three (each kind is
+        taken from it by the set of summary documents).
         """
         if not postings_supported(pq, filters):
             return None
+        both = replace(filters, kind=None)
         memo = self._memo
-        if memo is not None and memo[0] is self._searcher and memo[1] == pq and memo[2] == filters \
-                and (memo[3] or not scored):
-            return memo[4]
-        found = evaluate(self._searcher, pq, filters, self._column("at"), scored=scored)
-        # Kept only while small: a long-running process must not hold a common word's every match.
-        self._memo = (self._searcher, pq, filters, scored, found) if len(found) <= MEMO_MATCHES else None
-        return found
+        if memo is not None and memo[0] is self._searcher and memo[1] == pq and memo[2] == both:
+            docs, scores = memo[3], memo[4]
+        else:
+            found = evaluate(self._searcher, pq, both, self._column("at"), scored=True)
+            docs, scores = array("q", [d for d, _ in found]), array("d", [sc for _, sc in found])
+            # Kept only while small: a long-running process must not hold a common word's every match.
+            self._memo = (self._searcher, pq, both, docs, scores) if len(docs) <= MEMO_MATCHES else None
+        if filters.kind is None:
+            return list(zip(docs, scores))
+        summaries = self._summary_docs()
+        want = filters.kind == "summary"
+        return [(d, sc) for d, sc in zip(docs, scores) if (d in summaries) is want]
+
+    def _summary_docs(self) -> frozenset[int]:
+        """The (global) numbers of the summary documents of the current searcher, read once per searcher."""
+        got = self._cols.get("summary-docs")
+        if got is None:
+            got = self._cols["summary-docs"] = frozenset(self._searcher.docs_for_query(query.Term("kind", "summary")))
+        return got  # type: ignore[no-any-return]
 
     def _n_search(self, pq: ParsedQuery, filters: Filters, n: int, sort: str) -> list[Row]:
         at, seq, tie = self._column("at"), self._column("seq"), self._column("tie")
-        found = self._evaluated(pq, filters, scored=sort == "relevance")
+        found = self._evaluated(pq, filters)
         if found is not None:
             if sort == "relevance":
                 best = heapq.nlargest(n, found, key=itemgetter(1))
@@ -403,12 +420,17 @@ class WhooshIndex(BufferedIndex):
         return out
 
     def _n_tally(self, pq: ParsedQuery, filters: Filters, per_day: bool) -> MatchCount:
-        kinds = self._column("kind")
         by_kind: Counter[str] = Counter()
         by_day: Counter[tuple[int, str]] = Counter()
-        found = self._evaluated(pq, filters, scored=False)
+        found = self._evaluated(pq, filters)
+        if found is not None and not per_day:
+            summaries = self._summary_docs()
+            n_sum = sum(1 for d, _ in found if d in summaries)
+            by_kind.update({"summary": n_sum, "message": len(found) - n_sum})
+            return match_count(by_kind, by_day)
+        kinds = self._column("kind")
         if found is not None:
-            at = self._column("at") if per_day else _Constant(0.0)
+            at = self._column("at")
             matches: Iterable[tuple[int, float]] = ((d, at[d]) for d, _ in found)
         else:
             matches = self._matches(self._query(pq, filters), filters)
