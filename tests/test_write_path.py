@@ -140,3 +140,23 @@ def test_checkpoints_run_on_a_thread_and_stop_with_the_catalog(tmp_path: Path) -
             catalog_module.CHECKPOINT_EVERY * 2 - 1)
     finally:
         again.close()
+
+
+def test_a_replaced_catalog_gets_a_new_checkpointer(tmp_path: Path) -> None:
+    cat = Catalog(tmp_path, tmp_path / "catalog.sqlite")
+    try:
+        for i in range(catalog_module.CHECKPOINT_EVERY):
+            with cat.transaction() as db:
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, '1')", (f"k{i}",))
+        old = cat._checkpointer
+        assert old is not None
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(tmp_path / "catalog.sqlite") + suffix).unlink(missing_ok=True)  # the state folder was deleted
+        assert cat.ensure_current()
+        assert cat._checkpointer is None and not old._thread.is_alive()  # it held the old file
+        for i in range(catalog_module.CHECKPOINT_EVERY):
+            with cat.transaction() as db:
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, '1')", (f"k{i}",))
+        assert cat._checkpointer is not None and cat._checkpointer is not old
+    finally:
+        cat.close()

@@ -229,6 +229,7 @@ class Catalog:
         if self._inode() == self._ino and self._ino is not None:
             return False
         with self._lock:
+            self._stop_checkpointer()  # its connection is to the old file; the next request starts another
             self._db.close()
             self._db = self._open()
         return True
@@ -240,11 +241,14 @@ class Catalog:
         return str(rows[0][0]) if rows else ""
 
     def close(self) -> None:
+        with self._lock:
+            self._stop_checkpointer()
+            self._db.close()
+
+    def _stop_checkpointer(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.stop()
             self._checkpointer = None
-        with self._lock:
-            self._db.close()
 
     def _committed(self) -> None:
         """Count a commit; every :data:`CHECKPOINT_EVERY`, ask the checkpointer thread to fold the WAL back.
