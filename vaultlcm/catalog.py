@@ -56,6 +56,7 @@ CREATE TABLE IF NOT EXISTS logs(
     path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
     parsed INTEGER NOT NULL, head_hash TEXT NOT NULL, torn INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS logs_conv ON logs(conv, path);
+CREATE INDEX IF NOT EXISTS logs_torn ON logs(conv) WHERE torn=1;
 CREATE TABLE IF NOT EXISTS messages(
     id TEXT PRIMARY KEY, conv TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, role TEXT NOT NULL,
     tokens INTEGER NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, hash TEXT NOT NULL,
@@ -69,6 +70,7 @@ CREATE TABLE IF NOT EXISTS links(id TEXT PRIMARY KEY, conv TEXT NOT NULL, wseq I
 CREATE INDEX IF NOT EXISTS links_conv ON links(conv);
 CREATE TABLE IF NOT EXISTS pending(id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL,
     end INTEGER NOT NULL, batch TEXT NOT NULL, last INTEGER NOT NULL, wseq INTEGER NOT NULL, entry TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS pending_conv ON pending(conv, path, start);
 CREATE TABLE IF NOT EXISTS duplicates(id TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS payload_refs(name TEXT NOT NULL, conv TEXT NOT NULL, path TEXT NOT NULL, msg_id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS payload_refs_conv ON payload_refs(conv, name);
@@ -157,6 +159,8 @@ class Catalog:
         self.busy_timeout = busy_timeout
         self._lock = threading.RLock()
         self._db = self._open()
+        self._commits = 0
+        self._checkpointer: _Checkpointer | None = None
 
     # -- opening -----------------------------------------------------------------
 
@@ -225,6 +229,7 @@ class Catalog:
         if self._inode() == self._ino and self._ino is not None:
             return False
         with self._lock:
+            self._stop_checkpointer()  # its connection is to the old file; the next request starts another
             self._db.close()
             self._db = self._open()
         return True
@@ -237,7 +242,26 @@ class Catalog:
 
     def close(self) -> None:
         with self._lock:
+            self._stop_checkpointer()
             self._db.close()
+
+    def _stop_checkpointer(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
+            self._checkpointer = None
+
+    def _committed(self) -> None:
+        """Count a commit; every :data:`CHECKPOINT_EVERY`, ask the checkpointer thread to fold the WAL back.
+
+        SQLite would otherwise checkpoint inside the commit that crosses its threshold (about
+        every 80 ingest calls): writing pages back and two fsyncs, the slowest of the calls.
+        """
+        self._commits += 1
+        if self._commits % CHECKPOINT_EVERY:
+            return
+        if self._checkpointer is None:
+            self._checkpointer = _Checkpointer(self.db_path)
+        self._checkpointer.request()
 
     def reset(self) -> None:
         """Forget everything derived (the next syncs re-read every file)."""
@@ -267,6 +291,7 @@ class Catalog:
             except sqlite3.OperationalError as exc:
                 self._db.execute("ROLLBACK")
                 raise self._busy_or_storage(exc) from None
+            self._committed()
 
     def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -427,6 +452,7 @@ class Catalog:
         refs = [(name, conv, rel, e.meta["id"]) for e in entries for name in _payload_names(e.meta)]
         if refs:
             db.executemany("INSERT INTO payload_refs(name, conv, path, msg_id) VALUES(?,?,?,?)", refs)
+        rows: list[tuple[ParsedEntry, str]] = []
         for e in entries:
             m = e.meta
             batch = m.get("batch")
@@ -439,21 +465,65 @@ class Catalog:
                                                                        "lane", "thread")},
                                         "hash": entry_hash(e.raw)})))
                 continue
-            # Rows this process appended are indexed by position (IndexKeeper.follow); rows
-            # found in files may sit anywhere in the order, so they are queued by id.
-            self._insert_row(db, conv, rel, e.start, e.end, entry_hash(e.raw), m,
-                             seq=(seqs or {}).get(m["id"]), known=seqs is not None or m["id"] in known_ids)
+            rows.append((e, entry_hash(e.raw)))
+        self._insert_rows(db, conv, rel, rows, known_ids=known_ids, seqs=seqs)
         if seqs is None:
             self._release_batches(db, conv)
+
+    def _insert_rows(self, db: sqlite3.Connection, conv: str, rel: str, rows: list[tuple[ParsedEntry, str]], *,
+                     known_ids: set[str], seqs: dict[str, int] | None) -> None:
+        """Insert ``(entry, hash)`` rows as messages: new ids a statement per table for them all
+        (a whole daily log during a rebuild), ids seen before one by one (:meth:`_insert_row`)."""
+        known_all = seqs is not None  # this process wrote them (record_append)
+        seqs = seqs or {}
+        if len(rows) < 8:  # an ingest call: no need for the look-up below
+            for e, h in rows:
+                self._insert_row(db, conv, rel, e.start, e.end, h, e.meta, seq=seqs.get(e.meta["id"]),
+                                 known=known_all or e.meta["id"] in known_ids)
+            return
+        ids = [e.meta["id"] for e, _h in rows]
+        taken = set(self._in("SELECT id FROM messages WHERE id IN ({})", ids, lambda r: r[0]))
+        fresh: list[tuple[ParsedEntry, str]] = []
+        again: list[tuple[ParsedEntry, str]] = []
+        for e, h in rows:
+            (again if e.meta["id"] in taken else fresh).append((e, h))
+            taken.add(e.meta["id"])
+        values, links, queued = [], [], []
+        for e, h in fresh:
+            m = e.meta
+            mid = m["id"]
+            wseq = int(m.get("seq") or 0)
+            seq = seqs.get(mid)
+            values.append((mid, conv, wseq if seq is None else seq, m["at"], m["role"], int(m.get("tok") or 0), rel,
+                           e.start, e.end, h, static_lane(m.get("lane")), m.get("key"), mid))
+            thread = m.get("thread")
+            links.append((mid, conv, wseq, m.get("prev"), m.get("lane"),
+                          json.dumps(thread, sort_keys=True) if thread else None))
+            # Rows this process appended are indexed by position (IndexKeeper.follow); rows
+            # found in files may sit anywhere in the order, so they are queued by id.
+            if not (known_all or mid in known_ids):
+                queued.append((mid,))
+        if values:
+            # ``covered``: a summary synced before its sources (a rebuilt catalog) already covers it.
+            db.executemany(
+                "INSERT INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash, lane, key, covered) "
+                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,(SELECT summary_id FROM coverage WHERE msg_id=?))", values)
+            db.executemany("INSERT OR REPLACE INTO links(id, conv, wseq, prev, slane, thread) VALUES(?,?,?,?,?,?)",
+                           links)
+            db.executemany("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", queued)
+        for e, h in again:
+            self._insert_row(db, conv, rel, e.start, e.end, h, e.meta, seq=seqs.get(e.meta["id"]),
+                             known=known_all or e.meta["id"] in known_ids)
 
     def _insert_row(self, db: sqlite3.Connection, conv: str, rel: str, start: int, end: int, h: str,
                     m: dict[str, Any], *, seq: int | None, known: bool) -> None:
         wseq = int(m.get("seq") or 0)
+        # ``covered``: a summary synced before its sources (a rebuilt catalog) already covers it.
         cur = db.execute(
-            "INSERT OR IGNORE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash, lane, key) "
-            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT OR IGNORE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash, lane, key, covered) "
+            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,(SELECT summary_id FROM coverage WHERE msg_id=?))",
             (m["id"], conv, wseq if seq is None else seq, m["at"], m["role"], int(m.get("tok") or 0), rel, start, end,
-             h, static_lane(m.get("lane")), m.get("key")),
+             h, static_lane(m.get("lane")), m.get("key"), m["id"]),
         )
         if cur.rowcount == 0:
             existing = db.execute("SELECT path, start FROM messages WHERE id=?", (m["id"],)).fetchone()
@@ -464,8 +534,6 @@ class Catalog:
         db.execute("INSERT OR REPLACE INTO links(id, conv, wseq, prev, slane, thread) VALUES(?,?,?,?,?,?)",
                    (m["id"], conv, wseq, m.get("prev"), m.get("lane"),
                     json.dumps(thread, sort_keys=True) if thread else None))
-        db.execute("UPDATE messages SET covered=(SELECT summary_id FROM coverage WHERE msg_id=?) WHERE id=?",
-                   (m["id"], m["id"]))
         if not known:
             db.execute("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", (m["id"],))
 
@@ -484,31 +552,37 @@ class Catalog:
             db.execute("DELETE FROM pending WHERE batch=?", (batch,))
 
     def record_append(self, conv: str, writes: list[tuple[str, Path, list[ParsedEntry], tuple[int, bytes] | None]],
-                      seqs: dict[str, int]) -> None:
+                      seqs: dict[str, int], *, batched: bool = True, new_files: bool = True) -> None:
         """Record entries this process just appended (skips re-reading its own write).
 
         Each write is ``(path in the vault, path, entries, tail)``: ``tail`` is ``(size, last
         HEAD_BYTES bytes)`` of the file as the writer left it (None: read them from the file).
+        ``batched``: the entries carry a batch mark (a call over several days), so a reader
+        may have parked some of them in ``pending``. ``new_files``: the call created a log,
+        so the logs folder changed (its mtime is what a quick sync compares).
         """
         with self.transaction() as db:
-            # A reader may have seen the first files of this call while it was being written and
-            # put those entries in pending: they are complete now.
-            db.executemany("DELETE FROM pending WHERE id=?", [(i,) for i in seqs])
+            if batched:
+                # A reader may have seen the first files of this call while it was being written and
+                # put those entries in pending: they are complete now.
+                db.executemany("DELETE FROM pending WHERE id=?", [(i,) for i in seqs])
             for rel, path, entries, tail in writes:
-                st = path.stat()
+                st = os.stat(path)
                 head = tail[1] if tail is not None and tail[0] == st.st_size else None
                 if head is None:
                     with path.open("rb") as fh:
                         fh.seek(max(0, st.st_size - HEAD_BYTES))
                         head = fh.read()
                 self._insert(db, conv, rel, entries, seqs=seqs)
-                db.execute(
-                    "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,0)",
-                    (rel, conv, st.st_size, st.st_mtime_ns, st.st_size, _head_hash(head)),
-                )
-            if writes:
+                # An update of unindexed columns touches one page; a replace rewrites every index entry.
+                values = (st.st_size, st.st_mtime_ns, st.st_size, _head_hash(head), rel, conv)
+                if not db.execute("UPDATE logs SET size=?, mtime_ns=?, parsed=?, head_hash=?, torn=0 "
+                                  "WHERE path=? AND conv=?", values).rowcount:
+                    db.execute("INSERT OR REPLACE INTO logs(size, mtime_ns, parsed, head_hash, path, conv, torn) "
+                               "VALUES(?,?,?,?,?,?,0)", values)
+            if writes and new_files:
                 try:
-                    dir_mtime = str(writes[0][1].parent.stat().st_mtime_ns)
+                    dir_mtime = str(os.stat(writes[0][1].parent).st_mtime_ns)
                     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"logs_dir_mtime:{conv}", dir_mtime))
                 except OSError:
                     pass
@@ -519,6 +593,37 @@ class Catalog:
 
     def _settle(self, conv: str) -> None:
         """After rows arrived from files: restore the conversation order and the lanes."""
+        if not self._chain_in_order(conv):
+            self._reorder(conv)
+        self.update_lanes(conv)
+
+    def _chain_in_order(self, conv: str) -> bool:
+        """True when the conversation is one unbroken chain already at its positions (the usual case).
+
+        Then :func:`linear_order` would move nothing. Checked while streaming the rows in
+        writer order, so a rebuild of a long history does not hold every row in memory.
+        """
+        with self._lock:
+            cur = self._db.execute(
+                "SELECT l.id, l.wseq, l.prev, m.seq FROM links l JOIN messages m ON m.id = l.id "
+                "WHERE l.conv=? ORDER BY l.wseq", (conv,))
+            last_id: str | None = None
+            expected = 1
+            for rid, wseq, prev, seq in cur:
+                # each row extends the one before it, at the next position, and is stored there
+                if wseq != expected or seq != expected or (expected > 1 and prev != last_id):
+                    cur.close()
+                    return False
+                if expected == 1 and prev is not None and self._db.execute(
+                        "SELECT 1 FROM messages WHERE id=? AND conv=?", (prev, conv)).fetchone():
+                    cur.close()
+                    return False
+                last_id = rid
+                expected += 1
+        return True
+
+    def _reorder(self, conv: str) -> None:
+        """Put every message of ``conv`` at its place in :func:`linear_order`."""
         rows = self.execute("SELECT m.id, m.seq, m.at, l.wseq, l.prev FROM messages m JOIN links l ON l.id = m.id "
                             "WHERE m.conv=?", (conv,))
         order = linear_order([(i, w, p, at) for i, _s, at, w, p in rows])
@@ -535,7 +640,6 @@ class Catalog:
                     if not db.execute("SELECT 1 FROM problems WHERE conv=? AND kind='merge'", (conv,)).fetchone():
                         db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES('', ?, 'merge', ?)",
                                    (conv, detail))
-        self.update_lanes(conv)
 
     def update_lanes(self, conv: str) -> None:
         """Recompute which messages are on the main thread (branches, subagents, non-chat lines)."""
@@ -578,6 +682,9 @@ class Catalog:
     def get(self, msg_id: str) -> MessageRow | None:
         rows = self.execute("SELECT * FROM messages WHERE id=?", (msg_id,))
         return MessageRow(*rows[0]) if rows else None
+
+    def has_id(self, msg_id: str) -> bool:
+        return bool(self.execute("SELECT 1 FROM messages WHERE id=?", (msg_id,)))
 
     def has_ids(self, ids: Iterable[str]) -> set[str]:
         return set(self._in("SELECT id FROM messages WHERE id IN ({})", list(ids), lambda r: r[0]))
@@ -706,6 +813,55 @@ class Catalog:
 
     def duplicates(self) -> list[tuple[str, str, int]]:
         return [tuple(r) for r in self.execute("SELECT id, path, start FROM duplicates")]  # type: ignore[misc]
+
+
+#: Commits between two checkpoints by the background thread (each ingest call commits once,
+#: about 12 pages; SQLite's own threshold, 1,000 pages, is then never reached in a commit).
+CHECKPOINT_EVERY = 32
+
+
+class _Checkpointer:
+    """A thread with its own connection that checkpoints the WAL when asked (``PASSIVE``: it never
+    waits for, nor blocks, a writer). Started by the first request, so a short command never has one."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self._wake = threading.Event()
+        self._stopping = False
+        #: Checkpoints done (for tests and curiosity).
+        self.runs = 0
+        self._thread = threading.Thread(target=self._run, name="vaultlcm-checkpoint", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        db: sqlite3.Connection | None = None
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopping:
+                    return
+                try:
+                    if db is None:
+                        db = sqlite3.connect(self.db_path, isolation_level=None, timeout=0)
+                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.runs += 1
+                except sqlite3.Error:
+                    # Only an optimization: SQLite still checkpoints by itself past its threshold.
+                    if db is not None:
+                        db.close()
+                    db = None
+        finally:
+            if db is not None:
+                db.close()
 
 
 def linear_order(rows: list[tuple[str, int, str | None, str]]) -> list[str]:

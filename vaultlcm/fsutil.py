@@ -78,12 +78,21 @@ def durable_append(path: Path, data: bytes) -> int:
 
     All or nothing: when the write or the sync fails (a full disk), the bytes
     already written are cut off again before the error is raised. The final
-    component is never followed if it is a symlink (``O_NOFOLLOW``).
+    component is never followed if it is a symlink (``O_NOFOLLOW``). The folder
+    is fsynced only when this call created the file (what makes a new name
+    durable); appending to an existing file costs one ``fdatasync`` and nothing else.
     """
-    created = not path.exists()
-    if created:
+    flags = os.O_WRONLY | os.O_APPEND | NOFOLLOW
+    created = False
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | NOFOLLOW, 0o644)
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+            created = True
+        except FileExistsError:  # created by someone else in between: append to theirs
+            fd = os.open(path, flags)
     try:
         start = os.lseek(fd, 0, os.SEEK_END)
         try:

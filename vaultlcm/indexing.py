@@ -206,7 +206,7 @@ class IndexKeeper:
         if len(missing) >= BULK_CATCH_UP and 2 * len(missing) >= index.count() - len(gone) + len(missing):
             # Mostly empty (a new or switched backend, a deleted index folder): the bulk path
             # builds it several times faster than upserts, and readers keep the old one meanwhile.
-            count = index.rebuild(self.all_docs())
+            count = index.rebuild(self.all_docs(), unique=True)
             self._caught_up = True
             self._set_marks()
             return {"added": count, "removed": len(gone)}
@@ -368,7 +368,8 @@ class IndexKeeper:
         index = open_index(backend or self.settings.index_backend, self.layout.index_dir, reset=True)
         self._index = index
         self.catalog.execute("DELETE FROM reindex_queue")
-        count = index.rebuild(self.all_docs(), progress=progress)
+        # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
+        count = index.rebuild(self.all_docs(), progress=progress, unique=True)
         self._caught_up = True
         self._set_marks()
         return count

@@ -16,6 +16,7 @@ vault/
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
@@ -91,7 +92,7 @@ class VaultLayout:
         return self.root / CONVERSATIONS_DIR
 
     def conversation_dir(self, conv: str) -> Path:
-        return self.conversations_dir / validate_conversation_name(conv)
+        return self.conversations_dir / (_valid_name(conv) if type(conv) is str else validate_conversation_name(conv))
 
     def home_note(self, conv: str) -> Path:
         return self.conversation_dir(conv) / f"{conv}.md"
@@ -122,25 +123,31 @@ class VaultLayout:
         with :class:`OutsideVaultError`, whatever it points to. Components that do
         not exist yet are fine (they will be created as real folders).
         """
-        try:
-            rel = path.relative_to(self.root)
-        except ValueError:
-            raise OutsideVaultError(f"{path} is outside the vault {self.root}; vaultlcm only reads and writes inside it") from None
-        current = self.root
-        for part in rel.parts:
+        # On strings, not path objects: this runs for every file an ingest call touches, and
+        # building a Path per component cost more than the lstat calls themselves.
+        text = os.fspath(path)
+        root = os.fspath(self.root)
+        base = root if root.endswith(os.sep) else root + os.sep
+        if text == root:
+            return path
+        if not text.startswith(base):
+            raise OutsideVaultError(f"{path} is outside the vault {self.root}; vaultlcm only reads and writes inside it")
+        current = base[:-1] if base != os.sep else ""
+        for part in text[len(base):].split(os.sep):
+            if not part:
+                continue
             if part in ("..", "."):
                 raise OutsideVaultError(f"{path}: '..' is not allowed in a vault path")
-            current = current / part
+            current = current + os.sep + part
             try:
                 mode = os.lstat(current).st_mode
-            except FileNotFoundError:
-                break
-            except NotADirectoryError:
+            except (FileNotFoundError, NotADirectoryError):
                 break
             if stat.S_ISLNK(mode):
                 raise OutsideVaultError(
-                    f"{self.relative_raw(current)} is a symlink; vaultlcm never reads or writes through symlinks "
-                    "inside a vault (they may lead outside it). Replace it with a real file or folder, or remove it"
+                    f"{self.relative_raw(Path(current))} is a symlink; vaultlcm never reads or writes through "
+                    "symlinks inside a vault (they may lead outside it). Replace it with a real file or folder, "
+                    "or remove it"
                 )
         return path
 
@@ -152,6 +159,9 @@ class VaultLayout:
 
     def relative(self, path: Path) -> str:
         """Vault-relative POSIX path (how paths are written in the catalog and docs)."""
+        text, root = os.fspath(path), os.fspath(self.root)
+        if os.sep == "/" and text.startswith(root + "/") and root != "/":
+            return text[len(root) + 1:]  # the common case without building path objects
         return path.relative_to(self.root).as_posix()
 
     def conversations(self) -> list[str]:
@@ -170,6 +180,13 @@ class VaultLayout:
         if not self.is_vault():
             raise NotAVaultError(self.root)
         return self
+
+
+@functools.lru_cache(maxsize=1024)
+def _valid_name(conv: str) -> str:
+    """:func:`validate_conversation_name`, remembered: every path of a call is built from the same name
+    (an invalid name raises and is never remembered)."""
+    return validate_conversation_name(conv)
 
 
 def choose_state_dir(root: Path, environ: "Mapping[str, str]") -> tuple[Path | None, str | None]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -118,18 +119,28 @@ class MessageLog:
         self.large_payload_tokens = large_payload_tokens
         self.lock_timeout = lock_timeout
         self.clock = clock
+        #: (folder, logs folder, fallback lock file) per conversation: built once, checked on every use.
+        self._paths: dict[str, tuple[Path, Path, Path]] = {}
 
     @contextmanager
-    def lock(self, conv: str) -> Iterator[None]:
-        """The conversation's write lock (held across processes; released when a process dies)."""
-        folder = self.layout.inside(self.layout.conversation_dir(conv))
-        try:
-            self.layout.inside(self.layout.logs_dir(conv)).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError.from_os(exc, folder, "create the conversation folder") from None
-        with dir_lock(folder, timeout=self.lock_timeout, what=f"conversation {conv!r}",
-                      fallback=self.layout.locks_dir / f"{conv}.lock"):
-            yield
+    def lock(self, conv: str) -> Iterator[Path]:
+        """The conversation's write lock (held across processes; released when a process dies).
+
+        Yields the conversation's logs folder, checked to be a real folder inside the vault.
+        """
+        paths = self._paths.get(conv)
+        if paths is None:
+            folder = self.layout.conversation_dir(conv)
+            paths = self._paths[conv] = (folder, folder / "logs", self.layout.lock_path(conv))
+        folder, logs, fallback = paths
+        self.layout.inside(logs)  # every existing component, the conversation folder too, on every call
+        if not os.path.isdir(logs):
+            try:
+                logs.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError.from_os(exc, folder, "create the conversation folder") from None
+        with dir_lock(folder, timeout=self.lock_timeout, what=f"conversation {conv!r}", fallback=fallback):
+            yield logs
 
     def sync(self, conv: str, *, quick: bool = False) -> list[str]:
         """Catch the catalog up with the logs of ``conv``; returns ids of new or changed messages."""
@@ -148,11 +159,9 @@ class MessageLog:
         """
         if not incoming:
             return AppendResult([])
-        with self.lock(conv):
-            if self.catalog.ensure_current():
-                self.sync(conv)  # the state folder was deleted: rebuild this conversation from its files
-            else:
-                self.sync(conv, quick=True)
+        with self.lock(conv) as logs:
+            # quick: the state folder was not deleted (else rebuild this conversation from its files)
+            self.catalog.sync_logs(conv, logs, quick=not self.catalog.ensure_current())
             self._repair(conv)
             skipped = 0
             if dedupe:
@@ -164,18 +173,21 @@ class MessageLog:
             if not incoming:
                 return AppendResult([], skipped)
             stored = self._prepare(conv, incoming, step)
-            new_days = self._write(conv, stored, step)
+            new_days = self._write(conv, logs, stored, step)
             return AppendResult(stored, skipped, new_days)
 
     def _repair(self, conv: str) -> None:
         """Cut off what crashed writers left: torn tails, and batches that never completed."""
-        stranded = self.catalog.stranded_batches(conv)
+        # Both by index (pending by conversation, logs marked torn): cheap when there is nothing to do.
+        stranded, torn = self.catalog.stranded_batches(conv), self.catalog.torn_logs(conv)
+        if not stranded and not torn:
+            return
         if stranded:
             # Pending entries may only mean that a reader looked while a call was being
             # written; a full look at every file (we hold the lock) tells what really is stranded.
             self.sync(conv)
-            stranded = self.catalog.stranded_batches(conv)
-        cut: dict[str, int] = {rel: parsed for rel, parsed in self.catalog.torn_logs(conv)}
+            stranded, torn = self.catalog.stranded_batches(conv), self.catalog.torn_logs(conv)
+        cut: dict[str, int] = {rel: parsed for rel, parsed in torn}
         spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
         for rel, start, end in stranded:
             spans[rel].append((start, end))
@@ -213,11 +225,11 @@ class MessageLog:
             salt = 0
             stamp = format_timestamp(at)
             new_id = make_message_id(conv, seq, msg, salt, stamp)
-            while new_id in taken or self.catalog.get(new_id) is not None:
+            while new_id in taken or self.catalog.has_id(new_id):
                 salt += 1
                 new_id = make_message_id(conv, seq, msg, salt, stamp)
             taken.add(new_id)
-            msg = msg.model_copy(update={"id": new_id})
+            msg.id = new_id  # our own copy, made just above
             out.append(StoredMessage(message=msg, conversation=conv, seq=seq, at=at, tokens=message_tokens(msg),
                                      prev=prev, key=inc.key, lane=inc.lane, thread=inc.thread))
             prev = new_id
@@ -229,8 +241,9 @@ class MessageLog:
             out = [replace(sm, batch=(batch_id, out[0].seq, len(out))) for sm in out]
         return out
 
-    def _write(self, conv: str, stored: list[StoredMessage], step: Callable[[], None] | None = None) -> list[str]:
-        store = FileStore(self.layout, self.layout.files_dir(conv))
+    def _write(self, conv: str, logs: Path, stored: list[StoredMessage],
+               step: Callable[[], None] | None = None) -> list[str]:
+        store = FileStore(self.layout, logs.parent / "files")
         by_day: dict[str, list[bytes]] = defaultdict(list)
         for sm in stored:
             by_day[sm.day].append(render_entry(sm, store, count_tokens=count_tokens,
@@ -240,18 +253,26 @@ class MessageLog:
         # The day holding the call's last message is written last: its presence completes a batch.
         last_day = stored[-1].day
         order = sorted(by_day, key=lambda d: (d == last_day, d))
-        try:
-            store.commit()
-        except OSError as exc:
-            raise StorageError.from_os(exc, self.layout.files_dir(conv), "write a payload file in") from None
+        if store.pending:
+            try:
+                store.commit()
+            except OSError as exc:
+                raise StorageError.from_os(exc, store.files_dir, "write a payload file in") from None
         done: list[tuple[Path, int, bool]] = []  # (path, offset before, created) of each append, for rollback
         writes: list[tuple[str, Path, list[ParsedEntry], tuple[int, bytes] | None]] = []
         new_days: list[str] = []
+        rel_logs = self.layout.relative(logs)
         for day in order:
             blobs = by_day[day]
-            path = self.layout.inside(self.layout.log_path(conv, day))
-            created = not path.exists()
-            size_before = 0 if created else path.stat().st_size
+            # The folder was checked under the lock; the file itself is opened with O_NOFOLLOW.
+            path = logs / f"{day}.md"
+            try:
+                st = os.lstat(path)
+                size_before, created = st.st_size, False
+                if stat.S_ISLNK(st.st_mode):
+                    self.layout.inside(path)  # refuses it, saying why
+            except FileNotFoundError:
+                size_before, created = 0, True
             blob = b"".join(blobs)
             if created:
                 blob = day_header(conv, day, self.home_link(conv)) + blob
@@ -267,14 +288,15 @@ class MessageLog:
             done.append((path, start, created))
             if created:
                 new_days.append(day)
-            rel = self.layout.relative(path)
+            rel = f"{rel_logs}/{day}.md"
             entries = [e for e in iter_entries(blob, path=rel, base_offset=start) if isinstance(e, ParsedEntry)]
             # The file now ends with this blob (we hold the lock): its last bytes need not be read back.
             tail = (start + len(blob), blob[-HEAD_BYTES:]) if len(blob) >= HEAD_BYTES else None
             writes.append((rel, path, entries, tail))
         # Durable: the call has succeeded. Derived state follows, and catches up by itself if this fails.
         try:
-            self.catalog.record_append(conv, writes, {sm.id: sm.seq for sm in stored})
+            self.catalog.record_append(conv, writes, {sm.id: sm.seq for sm in stored},
+                                       batched=stored[0].batch is not None, new_files=bool(new_days))
         except (VaultLCMError, OSError):
             pass
         return new_days

@@ -187,8 +187,11 @@ class SearchIndex(ABC):
         """Commit everything added so far and make it visible to search."""
 
     @abstractmethod
-    def rebuild(self, docs: Iterable[IndexDoc], progress: Callable[[int], None] | None = None) -> int:
-        """Replace the whole index with ``docs`` (bulk path); returns the doc count."""
+    def rebuild(self, docs: Iterable[IndexDoc], progress: Callable[[int], None] | None = None, *,
+                unique: bool = False) -> int:
+        """Replace the whole index with ``docs`` (bulk path); returns the doc count.
+
+        ``unique``: no id repeats in ``docs`` (the caller vouches), so none is remembered."""
 
     @abstractmethod
     def stored_hashes(self) -> dict[str, str]:

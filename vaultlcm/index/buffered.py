@@ -506,10 +506,13 @@ class BufferedIndex(SearchIndex):
             for (score, at, seq, _key, _ref), f in zip(page, stored)
         ]
 
-    def rebuild(self, docs: Iterable[IndexDoc], progress: Callable[[int], None] | None = None) -> int:
+    def rebuild(self, docs: Iterable[IndexDoc], progress: Callable[[int], None] | None = None, *,
+                unique: bool = False) -> int:
         """Drop everything and index ``docs`` with the backend's bulk path.
 
         Ids should be unique; when one repeats, the last version wins (like add).
+        ``unique``: the caller vouches that no id repeats (primary keys of the catalog),
+        so no set of every id is kept: memory stays flat however many documents come.
         Documents added while the rebuild runs are applied after it.
         """
         self._ensure_writer()
@@ -518,27 +521,32 @@ class BufferedIndex(SearchIndex):
                 self._pending.clear()  # superseded: the rebuild indexes the source of truth
             later: dict[str, IndexDoc] = {}
             seen: set[str] = set()
+            count = [0]
 
-            def unique() -> Iterator[IndexDoc]:
+            def checked() -> Iterator[IndexDoc]:
                 for i, d in enumerate(docs, 1):
                     if d.kind not in KINDS:
                         raise UsageError(f"index document {d.id!r} has kind {d.kind!r}; expected one of {KINDS}")
-                    if d.id in seen:
+                    if unique:
+                        count[0] = i
+                        yield d
+                    elif d.id in seen:
                         later[d.id] = d
                     else:
                         seen.add(d.id)
+                        count[0] += 1
                         yield d
                     if progress is not None and i % 1000 == 0:
                         progress(i)
 
-            self._guard(self._n_rebuild, "rebuild", unique())
+            self._guard(self._n_rebuild, "rebuild", checked())
             if later:
                 self._guard(self._n_apply, "commit", list(later.values()), [])
             if progress is not None:
-                progress(len(seen))
+                progress(count[0])
         with self._read_lock:
             self._guard(self._n_refresh, "refresh")
-        return len(seen)
+        return count[0]
 
     def stored_hashes(self) -> dict[str, str]:
         self.flush()
