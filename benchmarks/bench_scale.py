@@ -271,8 +271,12 @@ def build(size: int, root: Path, db: Path, builds: Path | None) -> dict[str, Any
 
 
 def measure(size: int, workdir: Path, backends: list[str], builds: Path | None = None, *, ingests: int = 300,
-            rounds: int = 5) -> dict[str, Any]:
-    """Every measure at one history size (see the module docstring); ``rounds`` repeats each query."""
+            rounds: int = 5, skip_reindex: bool = False) -> dict[str, Any]:
+    """Every measure at one history size (see the module docstring); ``rounds`` repeats each query.
+
+    ``skip_reindex``: no full rebuild (the longest step at 1M); only the default backend's searches,
+    on the index the build made, are measured.
+    """
     root = workdir / f"vault-{size}"
     db = workdir / f"fts-{size}.sqlite"
     shutil.rmtree(root, ignore_errors=True)
@@ -310,9 +314,11 @@ def measure(size: int, workdir: Path, backends: list[str], builds: Path | None =
     }
     # Each backend: a full reindex with it (the index is then that backend's), then its searches.
     for backend in backends:
+        if skip_reindex and backend != default:
+            continue
         print(f"[{size:,}] reindex and grep with {backend}…", file=sys.stderr, flush=True)
         env = {"VAULTLCM_INDEX_BACKEND": backend}
-        reindex = run_child(REINDEX, str(root), env=env)
+        reindex = {"messages": None, "s": None, "peak_rss_mb": None} if skip_reindex else run_child(REINDEX, str(root), env=env)
         # The default backend's searches ran above, on the index the build and the agent's ingests made.
         g = grep if backend == default else run_child(
             GREP, str(root), json.dumps(QUERIES_WORDS), json.dumps(QUERIES_IDS), REGEX, "", str(rounds), env=env)
@@ -320,7 +326,7 @@ def measure(size: int, workdir: Path, backends: list[str], builds: Path | None =
         out[backend] = {
             "grep_p50_ms": p(g["words"] + g["ids"], 50) * 1e3, "grep_p95_ms": p(g["words"] + g["ids"], 95) * 1e3,
             "grep_ids_p50_ms": p(g["ids"], 50) * 1e3, "grep_first_ms": g["first"] * 1e3,
-            "reindex_msgs_per_min": reindex["messages"] / max(reindex["s"], 1e-9) * 60,
+            "reindex_msgs_per_min": None if skip_reindex else reindex["messages"] / max(reindex["s"], 1e-9) * 60,
             "reindex_peak_rss_mb": reindex["peak_rss_mb"],
         }
     load.append(os.getloadavg()[0])
@@ -518,6 +524,11 @@ def main() -> int:
     ap.add_argument("--builds", type=Path, default=None,
                     help="keep each size's built vault and FTS5 database here and reuse them on later runs "
                     "(every run measures a fresh copy)")
+    ap.add_argument("--skip-reindex", action="store_true",
+                    help="measure no full rebuild (the longest step at 1M): only the first backend's searches, on "
+                    "the index the build made")
+    ap.add_argument("--merge", type=Path, nargs="+", default=None, metavar="JSON",
+                    help="with --render: add the sizes of these saved runs to the table (each keeps its own command)")
     ap.add_argument("--out", type=Path, default=None, help="write the raw results as JSON")
     ap.add_argument("--render", type=Path, default=None, help="print the table of a saved JSON instead of measuring")
     ap.add_argument("--write-docs", type=Path, nargs="?", const=HERE.parent / "docs", default=None, metavar="DIR",
@@ -527,14 +538,18 @@ def main() -> int:
     if args.render:
         data = json.loads(args.render.read_text())
         results, command = data["results"], data["command"]
+        for extra in args.merge or []:
+            more = json.loads(extra.read_text())
+            results = sorted(results + more["results"], key=lambda r: r["size"])
+            command += "` and `" + more["command"]
     else:
         work = args.workdir or Path(tempfile.mkdtemp(prefix="vaultlcm-scale-"))
         if args.builds:
             args.builds.mkdir(parents=True, exist_ok=True)
-        results = [measure(n, work, args.backends, args.builds, ingests=args.ingests, rounds=args.rounds)
-                   for n in args.sizes]
+        results = [measure(n, work, args.backends, args.builds, ingests=args.ingests, rounds=args.rounds,
+                           skip_reindex=args.skip_reindex) for n in args.sizes]
         command = ("python benchmarks/bench_scale.py --sizes " + " ".join(map(str, args.sizes))
-                   + " --backends " + " ".join(args.backends))
+                   + " --backends " + " ".join(args.backends) + (" --skip-reindex" if args.skip_reindex else ""))
         if (args.ingests, args.rounds) != (300, 5):
             command += f" --ingests {args.ingests} --rounds {args.rounds}"
         if args.out:

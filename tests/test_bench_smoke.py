@@ -97,3 +97,21 @@ def test_reads_script_measures_an_existing_build(tiny_run: tuple[Path, str]) -> 
     for key in ("grep_p95_ms", "grep_ids_p50_ms", "regex_ms", "regex_count_ms", "fts5_grep_p95_ms"):
         assert data[key] > 0, key
     assert data["regex_partial"] is False
+
+
+def test_render_merges_runs_of_other_sizes(tiny_run: tuple[Path, str], tmp_path: Path) -> None:
+    """A 1M run made apart (``--skip-reindex``: no full rebuild) joins the table of the smaller sizes."""
+    work, _table = tiny_run
+    data = json.loads((work / "scale.json").read_text())
+    big = json.loads(json.dumps(data))
+    for r in big["results"]:
+        r["size"] = 4000
+        r["tantivy"]["reindex_msgs_per_min"] = None
+    big["command"] += " --skip-reindex"
+    (tmp_path / "big.json").write_text(json.dumps(big))
+    merged = subprocess.run([sys.executable, str(SCRIPT), "--render", str(work / "scale.json"), "--merge",
+                             str(tmp_path / "big.json")], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "40 messages | 4,000 messages" in merged
+    row = next(line for line in merged.splitlines() if line.startswith("| reindex (messages per minute), tantivy"))
+    assert row.count("n/a") == 1  # only the merged size lacks it
+    assert "--skip-reindex" in merged
