@@ -52,6 +52,7 @@ from .settings import Settings
 from .tokens import count_tokens
 from .summarizers import DIGEST_NAME, DigestSummarizer, SourceItem, Summarizer, SummaryRequest, summarize_with_escalation
 from .summarizers.base import TARGET_SLACK, SummaryResult, source_tokens, target_for
+from .summarizers.linecount import count_by_lines
 from .summarizers.corrections import diff_corrections, enforce, required_lines
 from .upkeep import refill_plan
 from .summary_notes import (
@@ -648,7 +649,7 @@ class Compactor:
             descendant_count=descendants,
             source_count=len(ids),
             source_tokens=source_tokens(items),
-            token_count=count_tokens(text) if text != result.text else result.tokens,
+            token_count=count_by_lines(text) if text != result.text else result.tokens,
             summarizer=fallback or result.summarizer,
             prompt=result.prompt,
             level=result.level,
