@@ -11,6 +11,7 @@
 * a text counted line by line (cut where the pre-tokenizer always cuts) has the
   count of the whole text, whatever its line endings, white space and scripts;
 * bounding a summary's input skips counting only when the texts surely fit;
+* shortening a sentence without scoring the clauses too long to keep keeps the same clauses;
 * a note's plain frontmatter strings are written as the JSON escaping would write them;
 * planning leaves over a window of the uncovered run writes the same notes,
   byte for byte, as planning over the whole run, even where a chunk must reach
@@ -154,6 +155,50 @@ def test_bounding_skips_counting_only_when_the_texts_fit(texts: list[str], cap: 
     bounded = bound_items(items, cap)
     # The items come back as they are exactly when their counts fit (else each gets its fair share).
     assert (bounded is items) == (sum(count_tokens(t) for t in texts) <= cap)
+
+
+def _shorten_scoring_every_clause(text: str, max_tokens: int) -> str:
+    """:func:`phrases.shorten` as it was: every clause scored, the ones too long for the room too."""
+    if max_tokens <= 0:
+        return ""
+    if count_tokens(text) <= max_tokens:
+        return text
+    clauses = [c for c in facts.CLAUSE_RE.split(text) if c]
+    if len(clauses) > 1:
+        costs = [count_tokens(c) + 1 for c in clauses]
+        ranked = sorted(range(len(clauses)), key=lambda i: (-(facts.score(clauses[i]) + (2 if i == 0 else 0)), i))
+        keep: set[int] = set()
+        room = max_tokens - 1
+        for i in ranked:
+            if costs[i] <= room:
+                keep.add(i)
+                room -= costs[i]
+        if keep:
+            out: list[str] = []
+            prev = -1
+            for i in sorted(keep):
+                if out and i != prev + 1:
+                    out.append("…")
+                out.append(clauses[i])
+                prev = i
+            joined = " ".join(out)
+            if prev != len(clauses) - 1:
+                joined = joined.rstrip(" ,;:") + " …"
+            if count_tokens(joined) <= max_tokens:
+                return joined
+    return phrases.clip_words(text, max_tokens)
+
+
+CLAUSE_PIECES = [", ", "; ", ": ", " — ", " – ", " (", " - ", "Greta took over on-call", "on October 4", "LEDG-482",
+                 "because the cache was cold", "p95 went from 840 ms to 210 ms", "we decided to use zoneinfo", "ok",
+                 "and then some more words without anything in them at all", "src/app.py"]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(CLAUSE_PIECES), st.text(max_size=8)), max_size=24).map("".join),
+       st.integers(0, 40))
+def test_shorten_keeps_what_scoring_every_clause_kept(text: str, max_tokens: int) -> None:
+    assert phrases.shorten(text, max_tokens) == _shorten_scoring_every_clause(text, max_tokens)
 
 
 def _transcript() -> list[dict[str, object]]:
