@@ -7,6 +7,11 @@
 * the value-change forms behind their literal prefilter find the same change;
 * on ASCII text, the one-regex name finder yields exactly the capitalized candidates;
 * remembered token counts equal fresh ones, for short and long texts alike;
+* the guarded identifier scan finds exactly the identifiers of the plain pattern;
+* a text counted line by line (cut where the pre-tokenizer always cuts) has the
+  count of the whole text, whatever its line endings, white space and scripts;
+* bounding a summary's input skips counting only when the texts surely fit;
+* shortening a sentence without scoring the clauses too long to keep keeps the same clauses;
 * a note's plain frontmatter strings are written as the JSON escaping would write them;
 * planning leaves over a window of the uncovered run writes the same notes,
   byte for byte, as planning over the whole run, even where a chunk must reach
@@ -24,6 +29,8 @@ from hypothesis import example, given, settings as hsettings, strategies as st
 from vaultlcm import Vault, compaction, summary_notes
 from vaultlcm.logparts import json_text
 from vaultlcm.summarizers import facts, phrases
+from vaultlcm.summarizers.base import SourceItem, bound_items
+from vaultlcm.summarizers.linecount import count_by_lines
 from vaultlcm.tokens import count_tokens, encoding
 
 GATES = {f"{mod.__name__}.{name}": g for mod in (facts, phrases) for name, g in vars(mod).items()
@@ -113,6 +120,85 @@ def test_remembered_token_counts_equal_fresh_ones(text: str, repeat: int) -> Non
         fresh = len(encoding().encode(t, disallowed_special=())) if t else 0
         for _ in range(repeat + 1):
             assert count_tokens(t) == fresh
+
+
+IDENT_PIECES = ["LEDG-482", "#42", "#routing-alerts", "a1b2c3d", "deadbeef99", "v1.2.3", "1.2.3-rc.1", "v2",
+                "src/app.py", "~/x/y", "../a/b/", "/etc/hosts", "a.b/c", "config.toml", "x-y.json", "snake_case_x",
+                "camelCase", "CamelCaseName", "python:3.12-slim", "`code here`", "`", "-", "/", ".", "_", ":", "#",
+                "~", "é", "ſ", "٣", "\n", " ", "word", "A", "9"]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(IDENT_PIECES), st.text(max_size=5)), max_size=20).map("".join))
+@example("foo-bar.py x-`y` #12 a/b-c.md")
+def test_the_ident_scan_finds_what_the_plain_pattern_finds(text: str) -> None:
+    assert facts.idents_in.__wrapped__(text) == tuple(facts.IDENT_RE.findall(text))
+
+
+LINE_PIECES = ["\n", "\n\n", "\r\n", "\r", " ", "  ", "\t", "\x0b", "\x0c", "\x85", "\u2028", "\u00a0", "\u3000",
+               "- ", "### ", "#", "'s", "'", "[[x|↗]]", "]]", ".", "…", "·", "→", "a", "Word", "é", "٣", "123", "4567",
+               "😀", "<|endoftext|>", "user: ", "-> tool call x [c1]: {}"]
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(LINE_PIECES), st.text(max_size=6)), max_size=40).map("".join))
+@example("- a [[x|↗]]\n\n### Done\n- b\n")
+@example("x \n\n \n-y\r\n'z")
+def test_counting_by_lines_is_counting_the_whole(text: str) -> None:
+    assert count_by_lines(text) == len(encoding().encode(text, disallowed_special=()))
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=40), min_size=1, max_size=6), st.integers(1, 200))
+def test_bounding_skips_counting_only_when_the_texts_fit(texts: list[str], cap: int) -> None:
+    items = tuple(SourceItem(id=f"m{i}", kind="message", text=t) for i, t in enumerate(texts))
+    bounded = bound_items(items, cap)
+    # The items come back as they are exactly when their counts fit (else each gets its fair share).
+    assert (bounded is items) == (sum(count_tokens(t) for t in texts) <= cap)
+
+
+def _shorten_scoring_every_clause(text: str, max_tokens: int) -> str:
+    """:func:`phrases.shorten` as it was: every clause scored, the ones too long for the room too."""
+    if max_tokens <= 0:
+        return ""
+    if count_tokens(text) <= max_tokens:
+        return text
+    clauses = [c for c in facts.CLAUSE_RE.split(text) if c]
+    if len(clauses) > 1:
+        costs = [count_tokens(c) + 1 for c in clauses]
+        ranked = sorted(range(len(clauses)), key=lambda i: (-(facts.score(clauses[i]) + (2 if i == 0 else 0)), i))
+        keep: set[int] = set()
+        room = max_tokens - 1
+        for i in ranked:
+            if costs[i] <= room:
+                keep.add(i)
+                room -= costs[i]
+        if keep:
+            out: list[str] = []
+            prev = -1
+            for i in sorted(keep):
+                if out and i != prev + 1:
+                    out.append("…")
+                out.append(clauses[i])
+                prev = i
+            joined = " ".join(out)
+            if prev != len(clauses) - 1:
+                joined = joined.rstrip(" ,;:") + " …"
+            if count_tokens(joined) <= max_tokens:
+                return joined
+    return phrases.clip_words(text, max_tokens)
+
+
+CLAUSE_PIECES = [", ", "; ", ": ", " — ", " – ", " (", " - ", "Greta took over on-call", "on October 4", "LEDG-482",
+                 "because the cache was cold", "p95 went from 840 ms to 210 ms", "we decided to use zoneinfo", "ok",
+                 "and then some more words without anything in them at all", "src/app.py"]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(CLAUSE_PIECES), st.text(max_size=8)), max_size=24).map("".join),
+       st.integers(0, 40))
+def test_shorten_keeps_what_scoring_every_clause_kept(text: str, max_tokens: int) -> None:
+    assert phrases.shorten(text, max_tokens) == _shorten_scoring_every_clause(text, max_tokens)
 
 
 def _transcript() -> list[dict[str, object]]:

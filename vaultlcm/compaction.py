@@ -52,6 +52,7 @@ from .settings import Settings
 from .tokens import count_tokens
 from .summarizers import DIGEST_NAME, DigestSummarizer, SourceItem, Summarizer, SummaryRequest, summarize_with_escalation
 from .summarizers.base import TARGET_SLACK, SummaryResult, source_tokens, target_for
+from .summarizers.linecount import count_by_lines
 from .summarizers.corrections import diff_corrections, enforce, required_lines
 from .upkeep import refill_plan
 from .summary_notes import (
@@ -554,16 +555,19 @@ class Compactor:
             for r in run
         )
 
-    def _request(self, conv: str, depth: int, items: tuple[SourceItem, ...], previous: str | None = None) -> SummaryRequest:
+    def _request(self, conv: str, depth: int, items: tuple[SourceItem, ...], previous: str | None = None,
+                 carried: list[str] | None = None) -> SummaryRequest:
         """The request for a node over ``items``: its target follows the size of the input.
 
         A person's corrections are carried on top of the target: they are kept
         whole, and must not squeeze out the summary (or push it into truncation).
+        ``carried``: :meth:`_required` of ``items``, when the caller has it.
         """
         cap = self.settings.leaf_target_tokens if depth == 0 else self.settings.condensed_target_tokens
         source = source_tokens(items)
         target = target_for(depth, source, cap)
-        carried = self._required(items)
+        if carried is None:
+            carried = self._required(items)
         if carried:
             target = min(max(1, source - 1), target + count_tokens("\n".join(carried)) + 1)
         return SummaryRequest(conversation=conv, depth=depth, items=items, target_tokens=target, previous=previous)
@@ -588,9 +592,9 @@ class Compactor:
             ((c, item.link) for item in items for c in item.corrections),
         )
 
-    def _finish(self, text: str, items: tuple[SourceItem, ...]) -> str:
+    def _finish(self, text: str, items: tuple[SourceItem, ...], carried: list[str] | None = None) -> str:
         """The summary holding every correction its sources carry (and no forged one)."""
-        return enforce(text, self._required(items))
+        return enforce(text, self._required(items) if carried is None else carried)
 
     # -- writing nodes -----------------------------------------------------------------
 
@@ -637,9 +641,10 @@ class Compactor:
         because a deleted source was rebuilt differently.
         """
         node_id = node_id or make_summary_id(conv, depth, ids)
-        request = self._request(conv, depth, items, self._previous(conv, depth, first_seq))
+        carried = self._required(items)  # parsed once: the request's target and the finished text both need it
+        request = self._request(conv, depth, items, self._previous(conv, depth, first_seq), carried)
         result, fallback = self._summarize(request, hard, report, node_id)
-        text = self._finish(result.text, items)
+        text = self._finish(result.text, items, carried)
         body = note_body(text)
         fm = SummaryFrontmatter(
             id=node_id,
@@ -651,7 +656,7 @@ class Compactor:
             descendant_count=descendants,
             source_count=len(ids),
             source_tokens=source_tokens(items),
-            token_count=count_tokens(text) if text != result.text else result.tokens,
+            token_count=count_by_lines(text) if text != result.text else result.tokens,
             summarizer=fallback or result.summarizer,
             prompt=result.prompt,
             level=result.level,

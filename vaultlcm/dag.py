@@ -450,8 +450,11 @@ class Dag:
         self._store(conv, rel, size, mtime_ns, fm, body)
 
     def _store(self, conv: str, rel: str, size: int, mtime_ns: int, fm: SummaryFrontmatter, body: str,
-               ids: list[str] | None = None) -> None:
-        """Mirror one note. ``ids`` are what its links name when the engine just wrote it (else a first guess)."""
+               ids: list[str] | None = None, *, relate: bool = False) -> None:
+        """Mirror one note. ``ids`` are what its links name when the engine just wrote it (else a first guess).
+
+        ``relate``: record the new node's relations too (:meth:`_relate`), in the same transaction.
+        """
         current = body_hash(body)
         # Notes written before link paths were left out of the hash carry the exact hash: same thing.
         gen = current if fm.body_sha256 == exact_body_hash(body) else fm.body_sha256
@@ -471,6 +474,8 @@ class Dag:
                 "INSERT OR REPLACE INTO note_files(path, conv, size, mtime_ns, summary_id) VALUES(?,?,?,?,?)",
                 (rel, conv, size, mtime_ns, fm.id),
             )
+            if relate:
+                self._relate(db, conv, fm, ids or fm.source_ids())
 
     # -- writing -----------------------------------------------------------------
 
@@ -524,14 +529,15 @@ class Dag:
             self._pending_dirs.add(path.parent)
         st = path.stat()
         rel = self.layout.relative(path)
-        self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body, ids)
+        # A note a parent lost (rebuilt from the same sources) must let that parent find it: a full
+        # recompute. Any other note's relations are recorded with its row, in one transaction.
+        regap = bool({fm.id, path.stem} & set(json.loads(self.catalog.get_meta(f"gaps:{conv}") or "[]")))
+        self._store(conv, rel, st.st_size, st.st_mtime_ns, fm, body, ids, relate=not regap)
         self.journal.append(rel)
         if self._files is not None:
             self._files.add(rel)
-        if {fm.id, path.stem} & set(json.loads(self.catalog.get_meta(f"gaps:{conv}") or "[]")):
-            self.recompute(conv)  # this note is one a parent lost (rebuilt from the same sources): let it find it
-        else:
-            self._link(conv, fm, ids)
+        if regap:
+            self.recompute(conv)
         row = self.get(fm.id)
         assert row is not None
         return row
@@ -610,10 +616,10 @@ class Dag:
 
     def link_path(self, summary_id: str) -> str:
         """The path part of :meth:`link_for` (what goes between ``[[`` and ``]]``, or before a ``|``)."""
-        row = self.get(summary_id)
-        if row is None or PurePosixPath(row.path).stem == summary_id:
+        found = self.catalog.execute("SELECT path FROM summaries WHERE id=?", (summary_id,))  # not the whole row
+        if not found or PurePosixPath(found[0][0]).stem == summary_id:
             return summary_link(summary_id)[2:-2]
-        return self.vault_files().link_path(row.path)
+        return self.vault_files().link_path(found[0][0])
 
     def vault_files(self) -> VaultFiles:
         """Every file of the vault as Obsidian sees it (scanned once per sync, when a name must be checked)."""
@@ -621,21 +627,21 @@ class Dag:
             self._files = VaultFiles.scan(self.layout.root)
         return self._files
 
-    def _link(self, conv: str, fm: SummaryFrontmatter, ids: list[str]) -> None:
-        """Incremental relation update for a node just written (the common, fast path)."""
-        with self.catalog.transaction() as db:
-            if fm.kind == "leaf":
-                rows = db.execute(
-                    f"SELECT MIN(seq), MAX(seq) FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids
-                ).fetchone()
-                db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)", [(i, conv, fm.id) for i in ids])
-                db.executemany("UPDATE messages SET covered=? WHERE id=?", [(fm.id, i) for i in ids])
-            else:
-                rows = db.execute(
-                    f"SELECT MIN(first_seq), MAX(last_seq) FROM summaries WHERE id IN ({','.join('?' * len(ids))})", ids
-                ).fetchone()
-                db.executemany("UPDATE summaries SET parent=? WHERE id=?", [(fm.id, i) for i in ids])
-            db.execute("UPDATE summaries SET first_seq=?, last_seq=? WHERE id=?", (rows[0], rows[1], fm.id))
+    @staticmethod
+    def _relate(db: "sqlite3.Connection", conv: str, fm: SummaryFrontmatter, ids: list[str]) -> None:
+        """Incremental relation update for a node just written (the common, fast path), in ``db``'s transaction."""
+        if fm.kind == "leaf":
+            rows = db.execute(
+                f"SELECT MIN(seq), MAX(seq) FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids
+            ).fetchone()
+            db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)", [(i, conv, fm.id) for i in ids])
+            db.executemany("UPDATE messages SET covered=? WHERE id=?", [(fm.id, i) for i in ids])
+        else:
+            rows = db.execute(
+                f"SELECT MIN(first_seq), MAX(last_seq) FROM summaries WHERE id IN ({','.join('?' * len(ids))})", ids
+            ).fetchone()
+            db.executemany("UPDATE summaries SET parent=? WHERE id=?", [(fm.id, i) for i in ids])
+        db.execute("UPDATE summaries SET first_seq=?, last_seq=? WHERE id=?", (rows[0], rows[1], fm.id))
 
     # -- relations ---------------------------------------------------------------
 

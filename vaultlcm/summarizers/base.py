@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import SummarizerError
 from ..tokens import count_tokens, truncate_to_tokens
+from .linecount import count_by_lines
 
 if TYPE_CHECKING:
     from ..messages import Message
@@ -152,7 +153,7 @@ def aggressive_target(target_tokens: int) -> int:
 
 def source_tokens(items: tuple[SourceItem, ...] | list[SourceItem]) -> int:
     """Size of the source of a summary: the item texts joined by blank lines."""
-    return count_tokens("\n\n".join(item.text for item in items))
+    return count_by_lines("\n\n".join(item.text for item in items))
 
 
 def fair_shares(sizes: list[int], budget: int) -> list[int]:
@@ -207,6 +208,8 @@ def bound_items(items: tuple[SourceItem, ...], max_tokens: int) -> tuple[SourceI
     Returns ``items`` itself when they already fit, so bounding is cheap and
     idempotent.
     """
+    if sum(len(item.text.encode("utf-8", "surrogatepass")) for item in items) <= max_tokens:
+        return items  # a token is at least one byte: they fit without counting
     sizes = [count_tokens(item.text) for item in items]
     if sum(sizes) <= max_tokens:
         return items
@@ -223,7 +226,7 @@ def bound_items(items: tuple[SourceItem, ...], max_tokens: int) -> tuple[SourceI
 def _acceptable(text: str, source: int, target: int) -> bool:
     if not text.strip():
         return False
-    tokens = count_tokens(text)
+    tokens = count_by_lines(text)
     return tokens < source and tokens <= target * TARGET_SLACK
 
 
@@ -272,14 +275,14 @@ def summarize_with_escalation(summarizer: Summarizer, request: SummaryRequest) -
 
     text = summarizer.summarize(request).strip()
     if _acceptable(text, source, target):
-        return SummaryResult(text, "normal", summarizer.name, template_for_depth(request.depth), count_tokens(text))
+        return SummaryResult(text, "normal", summarizer.name, template_for_depth(request.depth), count_by_lines(text))
 
     text = summarizer.summarize(request, aggressive=True).strip()
     if _acceptable(text, source, target):
-        return SummaryResult(text, "aggressive", summarizer.name, "aggressive", count_tokens(text))
+        return SummaryResult(text, "aggressive", summarizer.name, "aggressive", count_by_lines(text))
 
     text = truncate_summary(request)
-    return SummaryResult(text, "truncated", summarizer.name, "truncate", count_tokens(text))
+    return SummaryResult(text, "truncated", summarizer.name, "truncate", count_by_lines(text))
 
 
 # -- shared by the LLM summarizers ---------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from ..tokens import count_tokens
 from .base import SummaryRequest, aggressive_target, bound_items, fit_tokens, source_tokens
 from .body import bullet, render
+from .linecount import count_by_lines
 from .phrases import clip_words, shorten
 
 #: What ``summarizer`` in a note's frontmatter says for digest summaries.
@@ -110,7 +111,7 @@ def pack(draft: Draft, budget: int) -> str:
     the units not yet taken.
     """
     fixed = "\n".join(draft.corrections)
-    fixed_cost = count_tokens(fixed) + (1 if fixed else 0)
+    fixed_cost = count_by_lines(fixed) + (1 if fixed else 0)
     room = budget - fixed_cost
     if room <= 0:
         return fixed
@@ -158,14 +159,14 @@ def pack(draft: Draft, budget: int) -> str:
     offer(ranked, room)
     text = render_units(draft, chosen)
     for _ in range(3):
-        while chosen and count_tokens(text) > budget:
+        while chosen and count_by_lines(text) > budget:
             worst = min((u for u in chosen if not u.required) or chosen, key=lambda u: (u.score, [-p for p in u.pos]))
             chosen = [u for u in chosen if u is not worst and not (worst.required and u.line == worst.line)]
             taken = {id(u) for u in chosen}
             lines = {u.line for u in chosen}
             sections = {u.section for u in chosen}
             text = render_units(draft, chosen)
-        slack = budget - count_tokens(text)
+        slack = budget - count_by_lines(text)
         if slack < 4 or len(taken) == len(units):
             break
         before = len(chosen)
@@ -178,7 +179,7 @@ def pack(draft: Draft, budget: int) -> str:
         if any(u.line not in company for u in chosen):
             chosen = [u for u in chosen if u.line in company]  # a date whose facts did not fit goes too
             text = render_units(draft, chosen)
-    if count_tokens(text) > budget:  # only the corrections left and still too long: keep them whole
+    if count_by_lines(text) > budget:  # only the corrections left and still too long: keep them whole
         text = fixed
     if not chosen and not fixed:
         text = _fallback(draft, units, budget)

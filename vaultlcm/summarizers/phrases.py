@@ -40,9 +40,12 @@ def shorten(text: str, max_tokens: int) -> str:
     clauses = [c for c in CLAUSE_RE.split(text) if c]
     if len(clauses) > 1:
         costs = [count_tokens(c) + 1 for c in clauses]
-        ranked = sorted(range(len(clauses)), key=lambda i: (-(score(clauses[i]) + (2 if i == 0 else 0)), i))
-        keep: set[int] = set()
         room = max_tokens - 1  # the "…"
+        # A clause that alone exceeds the room is never kept, wherever it ranks: not worth scoring
+        # (the others keep their order, so the same clauses are kept).
+        ranked = sorted((i for i in range(len(clauses)) if costs[i] <= room),
+                        key=lambda i: (-(score(clauses[i]) + (2 if i == 0 else 0)), i))
+        keep: set[int] = set()
         for i in ranked:
             if costs[i] <= room:
                 keep.add(i)
