@@ -135,10 +135,31 @@ def trace_report(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, mess
     return "\n".join(lines)
 
 
+def summarize(messages: int, samples: list[tuple[int, float]], anon: list[tuple[int, float]],
+              seconds: float) -> dict[str, Any]:
+    """The slopes of a run's samples (all of it, and its second half) and its pace."""
+    half = max(n for n, _ in samples) // 2 if samples else 0
+    return {
+        "messages": messages,
+        "seconds": seconds,
+        "ms_per_message": seconds * 1000 / messages if messages else float("nan"),
+        "rss_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "slope_mib_per_1k": slope([p for p in samples if p[0] >= half]),
+        "slope_all_mib_per_1k": slope(samples),
+        "anon_slope_mib_per_1k": slope([p for p in anon if p[0] >= half]),
+        "samples": samples,
+        "anon_samples": anon,
+    }
+
+
 def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, grep_every: int,
         budget: int, backend: str | None = None, batch: str = "turn", trace: tuple[int, int] | None = None,
-        progress: bool = False) -> dict[str, Any]:
-    """Drive one Engine through ``messages`` messages of agent traffic; the RSS samples and their slopes."""
+        progress: bool = False, partial: Path | None = None) -> dict[str, Any]:
+    """Drive one Engine through ``messages`` messages of agent traffic; the RSS samples and their slopes.
+
+    With ``partial``, the samples so far are written there (JSON) at every sample, so a run
+    stopped before its end still says what it measured.
+    """
     environ = {"VAULTLCM_INDEX_BACKEND": backend} if backend else {}
     Vault.init(root, environ=environ).close()
     samples: list[tuple[int, float]] = []
@@ -153,6 +174,10 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
         if progress:
             print(f"{i:>9,} messages  {samples[-1][1]:8.1f} MiB  (anon {anon[-1][1]:7.1f})  "
                   f"{time.perf_counter() - t0:7.0f} s", file=sys.stderr, flush=True)
+        if partial is not None and i:
+            data = {**summarize(i, samples, anon, time.perf_counter() - t0), "backend": backend or "default",
+                    "batch": batch, "partial": True}
+            partial.write_text(json.dumps(data, indent=1))
 
     with Engine(root, "agent", token_budget=budget, environ=environ) as engine:
         sample(0)
@@ -180,21 +205,11 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
                 sample(done)
         engine.wait_idle(600)
         end_rss = rss_mib()
-    second_half = [p for p in samples if p[0] >= messages // 2]
-    seconds = time.perf_counter() - t0
     return {
-        "messages": messages,
+        **summarize(messages, samples, anon, time.perf_counter() - t0),
         "backend": backend or "default",
         "batch": batch,
-        "seconds": seconds,
-        "ms_per_message": seconds * 1000 / messages if messages else float("nan"),
         "rss_end_mib": end_rss,
-        "rss_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "slope_mib_per_1k": slope(second_half),
-        "slope_all_mib_per_1k": slope(samples),
-        "anon_slope_mib_per_1k": slope([p for p in anon if p[0] >= messages // 2]),
-        "samples": samples,
-        "anon_samples": anon,
         "trace": trace_text,
     }
 
@@ -218,7 +233,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="vaultlcm-engine-mem-", dir=args.workdir) as tmp:
         result = run(Path(tmp) / "vault", args.messages, sample_every=args.sample_every,
                      assemble_every=args.assemble_every, grep_every=args.grep_every, budget=args.budget,
-                     backend=args.backend, batch=args.batch, trace=args.trace, progress=True)
+                     backend=args.backend, batch=args.batch, trace=args.trace, progress=True, partial=args.out)
     result["command"] = "python benchmarks/bench_engine_memory.py " + " ".join(sys.argv[1:])
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
