@@ -70,3 +70,14 @@ def test_a_grep_sees_every_message_ingested_before_it(tmp_path_factory: pytest.T
                 hits = engine.vault.grep(f"marker{i:05d}", conversation="agent", scope="messages")["hits"]
                 assert [h["snippet"].count(f"marker{i:05d}") > 0 for h in hits] == [True], (i, hits)
             assert "marker" in engine.call_tool("lcm_grep", {"pattern": f"marker{n - 1:05d}"})
+
+
+def test_a_long_running_engine_keeps_no_list_of_every_note_it_wrote(tmp_path: Path) -> None:
+    small = dict(fresh_tail_count=4, leaf_min_messages=2, leaf_max_messages=4, leaf_target_tokens=60,
+                 condensed_target_tokens=80, condensed_min_fanin=2, condensed_max_fanin=3, **QUIET)
+    with Engine(tmp_path / "v", "agent", settings=Settings(**small), token_budget=400) as engine:
+        for i in range(80):
+            engine.ingest(_msg(i))
+            engine.after_turn()
+        assert engine.info()["summaries"] > 5  # compaction wrote notes, many times
+        assert engine.vault.dag.journal == []
