@@ -104,7 +104,9 @@ class Engine:
         self._idle.set()
         self._stopping = False
         self._worker: threading.Thread | None = None
-        self._children: list[SubagentHandle] = []
+        # How many subagents were spawned (names the next one); a count, not the handles, so a
+        # 24/7 agent does not keep every finished subagent's engine for the life of the process.
+        self._spawned = 0
         self._unindexed = 0
         self.last_report: CompactionReport | None = None
         self.last_error: str | None = None
@@ -269,7 +271,7 @@ class Engine:
                 "finish the work in this agent or raise max_depth"
             )
         cap = min(token_cap or self.effective_budget() // 2, self.effective_budget())
-        n = len(self._children) + 1
+        n = self._spawned + 1
         child_name = name or f"{self.conversation}--sub-{n}"
         while self.vault.layout.conversation_dir(child_name).exists() and name is None:
             n += 1
@@ -281,7 +283,7 @@ class Engine:
         except BaseException:
             handle.rollback()
             raise
-        self._children.append(handle)
+        self._spawned += 1
         return handle
 
     def on_subagent_ended(self, handle: SubagentHandle, result: str, *, success: bool = True) -> str:
