@@ -1,20 +1,33 @@
 """Memory of a long-running ``Engine``: does its RSS grow with history?
 
-    python benchmarks/bench_engine_memory.py --messages 200000 --out benchmarks/results/engine_memory.json
+    python benchmarks/bench_engine_memory.py --backend tantivy --messages 200000 --out benchmarks/results/engine_memory.json
 
 One ``Engine`` lives for the whole run, as a 24/7 agent's would: every message
-is ingested on the agent path (one message per call, durable before return),
-``after_turn`` schedules compaction in the background after each turn, the
-context is assembled every ``--assemble-every`` turns and the memory tools
-(``lcm_grep``) are called every ``--grep-every`` turns, so the index is open and
-followed too. Traffic is ``benchmarks/common`` agent traffic, about 2,860
-messages a day (a million over 350 days).
+is ingested on the agent path (durable before return; with ``--batch turn``, the
+default, a turn's messages, the user's and the replies and tool results that
+follow it, in one call, as an agent loop that stores each exchange does; with
+``--batch message`` one call per message), ``after_turn`` schedules compaction
+in the background after each turn, the context is assembled every
+``--assemble-every`` turns and the memory tools (``lcm_grep``) are called every
+``--grep-every`` turns, so the index is open and followed too. Traffic is
+``benchmarks/common`` agent traffic, about 2,860 messages a day (a million over
+350 days).
 
-Every ``--sample-every`` messages the process's resident set (``VmRSS``) is
-recorded. The result is the RSS at the end, its high-water mark, and the
+Every ``--sample-every`` messages the process's resident set (``VmRSS``, and its
+anonymous part ``RssAnon``: memory the process allocated, not files mapped in)
+is recorded. The result is the RSS at the end, its high-water mark, and the
 slope in MiB per 1,000 messages over the second half of the run (a least-squares
 fit, so one spike does not decide it): flat means costs do not grow with
 history. The machine is shared and noisy: read the slope, not single samples.
+
+``--trace A:B`` also starts ``tracemalloc`` at message A and prints, at message B,
+what Python allocated in between and still holds, by traceback (what grows per
+message for the life of the process). Tracing slows the run several times.
+
+A run of 200k messages takes hours on a loaded 2-core machine: it is a slow
+benchmark, outside the test suite (the suite runs a few hundred messages as a
+smoke test). Compare two versions of the code in the same minutes by running this
+script with ``PYTHONPATH`` pointing at the other checkout.
 """
 
 from __future__ import annotations
@@ -25,6 +38,8 @@ import resource
 import sys
 import tempfile
 import time
+import tracemalloc
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,12 +53,30 @@ PER_DAY = 2_860
 START = datetime(2025, 1, 1, tzinfo=UTC)
 
 
+def _status_mib(field: str) -> float | None:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
 def rss_mib() -> float:
     """Current resident set of this process (not the high-water mark), in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # not Linux: the high-water mark
+    try:
+        value = _status_mib("VmRSS")
+    except OSError:
+        value = None
+    # Not Linux: the high-water mark is all there is.
+    return value if value is not None else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def anon_mib() -> float:
+    """The anonymous part of the resident set (heap, not mapped files), in MiB; NaN where unknown."""
+    try:
+        value = _status_mib("RssAnon")
+    except OSError:
+        value = None
+    return value if value is not None else float("nan")
 
 
 def slope(points: list[tuple[int, float]]) -> float:
@@ -58,70 +91,158 @@ def slope(points: list[tuple[int, float]]) -> float:
     return sxy / sxx * 1000 if sxx else float("nan")
 
 
-def traffic(n: int, seed: int = 5) -> Any:
+def traffic(n: int, seed: int = 5) -> Iterator[dict[str, Any]]:
     """Agent traffic re-timed to :data:`PER_DAY` messages a day."""
     for i, m in enumerate(synthetic_messages(n, seed=seed)):
         m["timestamp"] = (START + timedelta(seconds=i * 86_400 // PER_DAY)).strftime("%Y-%m-%dT%H:%M:%SZ")
         yield m
 
 
-def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, grep_every: int,
-        budget: int, progress: bool = False) -> dict[str, Any]:
-    Vault.init(root).close()
-    samples: list[tuple[int, float]] = []
-    t0 = time.perf_counter()
-    with Engine(root, "agent", token_budget=budget) as engine:
-        samples.append((0, rss_mib()))
-        turn = 0
-        for i, msg in enumerate(traffic(messages), start=1):
-            engine.ingest(msg)
-            if msg["role"] == "user" or i == messages:
-                turn += 1
-                engine.after_turn()
-                if turn % assemble_every == 0:
-                    engine.assemble()
-                if turn % grep_every == 0:
-                    engine.call_tool("lcm_grep", {"pattern": "deploy timeout"})
-            if i % sample_every == 0:
-                samples.append((i, rss_mib()))
-                if progress:
-                    print(f"{i:>9,} messages  {samples[-1][1]:8.1f} MiB  {time.perf_counter() - t0:7.0f} s",
-                          file=sys.stderr, flush=True)
-        engine.wait_idle(600)
-        end_rss = rss_mib()
-    second_half = [p for p in samples if p[0] >= messages // 2]
+def turns(messages: Iterator[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Messages grouped by turn: a user message and everything up to the next one."""
+    turn: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "user" and turn:
+            yield turn
+            turn = []
+        turn.append(m)
+    if turn:
+        yield turn
+
+
+def parse_trace(text: str | None) -> tuple[int, int] | None:
+    """``"A:B"`` (trace allocations from message A to message B) as a pair, or None."""
+    if not text:
+        return None
+    a, _, b = text.partition(":")
+    start, stop = int(a), int(b)
+    if not 0 <= start < stop:
+        raise argparse.ArgumentTypeError(f"--trace wants A:B with 0 <= A < B, not {text!r}")
+    return start, stop
+
+
+def trace_report(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, messages: int, top: int = 25) -> str:
+    """What was allocated between two snapshots and is still held, largest first, by traceback."""
+    ignore = [tracemalloc.Filter(False, tracemalloc.__file__), tracemalloc.Filter(False, "<frozen importlib._bootstrap>")]
+    stats = after.filter_traces(ignore).compare_to(before.filter_traces(ignore), "traceback")
+    grown = sorted((s for s in stats if s.size_diff > 0), key=lambda s: -s.size_diff)
+    total = sum(s.size_diff for s in stats)
+    lines = [f"tracemalloc: {total / 2**20:+.2f} MiB held over {messages:,} messages "
+             f"({total / 2**20 / messages * 1000:+.2f} MiB per 1,000)"]
+    for s in grown[:top]:
+        lines.append(f"{s.size_diff / 2**20:+8.3f} MiB {s.count_diff:+8d} blocks")
+        lines.extend(f"      {line}" for line in s.traceback.format(limit=6, most_recent_first=True))
+    return "\n".join(lines)
+
+
+def summarize(messages: int, samples: list[tuple[int, float]], anon: list[tuple[int, float]],
+              seconds: float) -> dict[str, Any]:
+    """The slopes of a run's samples (all of it, and its second half) and its pace."""
+    half = max(n for n, _ in samples) // 2 if samples else 0
     return {
         "messages": messages,
-        "seconds": time.perf_counter() - t0,
-        "rss_end_mib": end_rss,
+        "seconds": seconds,
+        "ms_per_message": seconds * 1000 / messages if messages else float("nan"),
         "rss_peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "slope_mib_per_1k": slope(second_half),
+        "slope_mib_per_1k": slope([p for p in samples if p[0] >= half]),
         "slope_all_mib_per_1k": slope(samples),
+        "anon_slope_mib_per_1k": slope([p for p in anon if p[0] >= half]),
         "samples": samples,
+        "anon_samples": anon,
+    }
+
+
+def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, grep_every: int,
+        budget: int, backend: str | None = None, batch: str = "turn", trace: tuple[int, int] | None = None,
+        progress: bool = False, partial: Path | None = None) -> dict[str, Any]:
+    """Drive one Engine through ``messages`` messages of agent traffic; the RSS samples and their slopes.
+
+    With ``partial``, the samples so far are written there (JSON) at every sample, so a run
+    stopped before its end still says what it measured.
+    """
+    environ = {"VAULTLCM_INDEX_BACKEND": backend} if backend else {}
+    Vault.init(root, environ=environ).close()
+    samples: list[tuple[int, float]] = []
+    anon: list[tuple[int, float]] = []
+    trace_text = ""
+    snapshot: tracemalloc.Snapshot | None = None
+    t0 = time.perf_counter()
+
+    def sample(i: int) -> None:
+        samples.append((i, rss_mib()))
+        anon.append((i, anon_mib()))
+        if progress:
+            print(f"{i:>9,} messages  {samples[-1][1]:8.1f} MiB  (anon {anon[-1][1]:7.1f})  "
+                  f"{time.perf_counter() - t0:7.0f} s", file=sys.stderr, flush=True)
+        if partial is not None and i:
+            data = {**summarize(i, samples, anon, time.perf_counter() - t0), "backend": backend or "default",
+                    "batch": batch, "partial": True}
+            partial.write_text(json.dumps(data, indent=1))
+
+    with Engine(root, "agent", token_budget=budget, environ=environ) as engine:
+        sample(0)
+        done = 0
+        for n, turn in enumerate(turns(traffic(messages)), start=1):
+            calls = [turn] if batch == "turn" else [[m] for m in turn]
+            for call in calls:
+                engine.ingest_batch(call)
+            before, done = done, done + len(turn)
+            engine.after_turn()
+            if n % assemble_every == 0:
+                engine.assemble()
+            if n % grep_every == 0:
+                engine.call_tool("lcm_grep", {"pattern": "deploy timeout"})
+            if trace is not None and before < trace[0] <= done:
+                tracemalloc.start(8)
+                snapshot = tracemalloc.take_snapshot()
+            if trace is not None and snapshot is not None and before < trace[1] <= done:
+                trace_text = trace_report(snapshot, tracemalloc.take_snapshot(), done - trace[0])
+                tracemalloc.stop()
+                snapshot = None
+                if progress:
+                    print(trace_text, file=sys.stderr, flush=True)
+            if done // sample_every != before // sample_every:
+                sample(done)
+        engine.wait_idle(600)
+        end_rss = rss_mib()
+    return {
+        **summarize(messages, samples, anon, time.perf_counter() - t0),
+        "backend": backend or "default",
+        "batch": batch,
+        "rss_end_mib": end_rss,
+        "trace": trace_text,
     }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--backend", choices=["whoosh", "tantivy"], default=None,
+                    help="the index backend (default: the vault's default)")
+    ap.add_argument("--batch", choices=["turn", "message"], default="turn",
+                    help="ingest a turn's messages in one call (default) or one call per message")
     ap.add_argument("--sample-every", type=int, default=10_000)
     ap.add_argument("--assemble-every", type=int, default=10, help="turns between assembled contexts")
     ap.add_argument("--grep-every", type=int, default=250, help="turns between lcm_grep calls")
     ap.add_argument("--budget", type=int, default=16_000, help="the engine's token budget")
+    ap.add_argument("--trace", type=parse_trace, default=None, metavar="A:B",
+                    help="print what Python allocated from message A to B and still holds (tracemalloc)")
     ap.add_argument("--workdir", type=Path, default=None, help="where to build the vault (default: a temp folder)")
     ap.add_argument("--out", type=Path, default=None, help="write the result as JSON")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="vaultlcm-engine-mem-", dir=args.workdir) as tmp:
         result = run(Path(tmp) / "vault", args.messages, sample_every=args.sample_every,
                      assemble_every=args.assemble_every, grep_every=args.grep_every, budget=args.budget,
-                     progress=True)
+                     backend=args.backend, batch=args.batch, trace=args.trace, progress=True, partial=args.out)
     result["command"] = "python benchmarks/bench_engine_memory.py " + " ".join(sys.argv[1:])
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1))
-    print(f"{result['messages']:,} messages in {result['seconds']:.0f} s: RSS {result['rss_end_mib']:.0f} MiB at the end "
+    print(f"{result['messages']:,} messages ({result['backend']}, by {result['batch']}) in {result['seconds']:.0f} s "
+          f"({result['ms_per_message']:.1f} ms a message): RSS {result['rss_end_mib']:.0f} MiB at the end "
           f"(peak {result['rss_peak_mib']:.0f} MiB); slope {result['slope_mib_per_1k']:.2f} MiB per 1,000 messages "
-          f"over the second half ({result['slope_all_mib_per_1k']:.2f} over the whole run)")
+          f"over the second half ({result['slope_all_mib_per_1k']:.2f} over the whole run; anonymous memory "
+          f"{result['anon_slope_mib_per_1k']:.2f})")
     return 0
 
 

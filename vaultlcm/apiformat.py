@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .messages import Message
-from .tokens import count_tokens as _count_tokens, noted
+from .tokens import count_tokens
 
 MESSAGE_OVERHEAD = 4
 IMAGE_TOKENS_UNKNOWN = 1600
@@ -64,24 +64,6 @@ class Turn:
     role: str  # "system" | "user" | "assistant" | "tool"
     blocks: list[dict[str, Any]]
     sources: list[str] = field(default_factory=list)
-
-
-_COUNT_CACHE_SIZE = 20_000
-_counts: dict[str, int] = {}
-
-
-def count_tokens(text: str) -> int:
-    """``cl100k`` tokens of ``text``, remembered for long strings (a context is measured several times)."""
-    if len(text) < 48:
-        return _count_tokens(text)
-    hit = _counts.get(text)
-    if hit is None:
-        if len(_counts) >= _COUNT_CACHE_SIZE:
-            _counts.clear()
-        hit = _counts[text] = _count_tokens(text)
-    else:
-        noted(text, hit)
-    return hit
 
 
 # -- images ---------------------------------------------------------------------------

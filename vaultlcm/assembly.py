@@ -80,6 +80,9 @@ ESTIMATE_SLACK = 0
 RAW_ESTIMATE_MARGIN = 1.25
 #: Decoded messages kept between calls: consecutive turns show mostly the same messages.
 MESSAGE_CACHE_SIZE = 8192
+#: ... and at most this many bytes of their log entries (a decoded message takes about twice its
+#: entry), so a few very large messages cannot make a long-running process hold hundreds of MB.
+MESSAGE_CACHE_BYTES = 16 << 20
 #: How far back the newest real user message is looked for (catalog rows, newest first).
 TAIL_SEARCH_LIMIT = 5000
 _REPLANS = 6
@@ -444,7 +447,8 @@ class Assembler:
         self.log = log
         self.dag = dag
         self.settings = settings
-        self._decoded: OrderedDict[tuple[str, str, str, int], Message] = OrderedDict()
+        self._decoded: OrderedDict[tuple[str, str, str, int], tuple[Message, int]] = OrderedDict()
+        self._decoded_bytes = 0
         self._decoded_lock = threading.Lock()
         self._kids: dict[str, tuple[Any, dict[str, list[MessageRow | SummaryRow]]]] = {}
         self._new_costs: dict[str, tuple[str, int]] = {}
@@ -540,14 +544,19 @@ class Assembler:
                     missing.append(row)
                 else:
                     self._decoded.move_to_end((row.id, row.hash, row.path, row.start))
-                    out[row.id] = hit
+                    out[row.id] = hit[0]
         fresh = self.log.read_rows(missing) if missing else []
         with self._decoded_lock:
             for row, msg in fresh:
                 out[row.id] = msg
-                self._decoded[(row.id, row.hash, row.path, row.start)] = msg
-            while len(self._decoded) > MESSAGE_CACHE_SIZE:
-                self._decoded.popitem(last=False)
+                size = max(row.end - row.start, 0)
+                old = self._decoded.pop((row.id, row.hash, row.path, row.start), None)
+                self._decoded_bytes += size - (old[1] if old else 0)
+                self._decoded[(row.id, row.hash, row.path, row.start)] = (msg, size)
+            while self._decoded and (len(self._decoded) > MESSAGE_CACHE_SIZE
+                                     or self._decoded_bytes > MESSAGE_CACHE_BYTES):
+                _, (_, size) = self._decoded.popitem(last=False)
+                self._decoded_bytes -= size
         return [(row, out[row.id]) for row in rows]
 
     # -- the tail --------------------------------------------------------------------

@@ -11,7 +11,10 @@ Lifecycle::
     engine.dispose()
 
 The engine is thread-safe. Compaction scheduled by :meth:`after_turn` runs on
-one background thread per engine. :meth:`assemble` is the vault's pure read, except
+one background thread per engine. The engine indexes what it stores as it goes
+(at the end of each turn, and at least every :data:`INDEX_EVERY` messages), so
+a search never has to catch up a long gap in one batch: what a long-running
+engine holds in memory does not grow with its history. :meth:`assemble` is the vault's pure read, except
 at the hard threshold: when even the coarsest cut (root summaries and uncovered
 messages) is over the budget, it first runs compaction and waits for it.
 """
@@ -33,6 +36,9 @@ from .messages import Message
 from .names import validate_conversation_name
 from .settings import Settings
 from .vault import Vault
+
+#: Messages an engine stores before it indexes them even without a turn's end (:meth:`Engine.after_turn`).
+INDEX_EVERY = 64
 
 
 @dataclass
@@ -98,7 +104,10 @@ class Engine:
         self._idle.set()
         self._stopping = False
         self._worker: threading.Thread | None = None
-        self._children: list[SubagentHandle] = []
+        # How many subagents were spawned (names the next one); a count, not the handles, so a
+        # 24/7 agent does not keep every finished subagent's engine for the life of the process.
+        self._spawned = 0
+        self._unindexed = 0
         self.last_report: CompactionReport | None = None
         self.last_error: str | None = None
 
@@ -137,7 +146,28 @@ class Engine:
 
     def ingest_batch(self, messages: Iterable[Message | Mapping[str, Any]], *, format: str = "native") -> list[str]:
         """Store messages durably, all or nothing; returns their ids in order."""
-        return self.vault.ingest(self.conversation, list(messages), format=format)
+        ids = self.vault.ingest(self.conversation, list(messages), format=format)
+        with self._lock:
+            self._unindexed += len(ids)
+            if self._unindexed >= INDEX_EVERY:
+                self._follow_index()
+        return ids
+
+    def _follow_index(self) -> None:
+        """Put what this conversation gained since the last time (messages, summaries) in the open index.
+
+        Small and often: a catch-up batch is bounded by a turn (or :data:`INDEX_EVERY`
+        messages), not by the time since the last search. The index is derived state:
+        if it cannot be written now (another process holds it), the next search catches up.
+        """
+        self._unindexed = 0
+        if not self.vault.indexer.is_open or not self.vault.layout.conversation_dir(self.conversation).is_dir():
+            return
+        try:
+            self.vault.indexer.ready()
+            self.vault.indexer.follow(self.conversation)
+        except VaultLCMError as exc:
+            self.last_error = f"indexing postponed to the next search: {exc}"
 
     def active_tokens(self) -> int:
         return sum(item_tokens(i) for i in self.vault.dag.active(self.conversation))
@@ -147,7 +177,9 @@ class Engine:
         return min(budget, self.token_cap) if self.token_cap else budget
 
     def after_turn(self, token_budget: int | None = None) -> bool:
-        """Schedule compaction if the context passed the soft threshold; returns whether it did."""
+        """Index the turn, and schedule compaction if the context passed the soft threshold; returns whether it did."""
+        with self._lock:
+            self._follow_index()
         budget = self.effective_budget(token_budget)
         if self.active_tokens() <= budget * self.settings.context_threshold:
             return False
@@ -239,7 +271,7 @@ class Engine:
                 "finish the work in this agent or raise max_depth"
             )
         cap = min(token_cap or self.effective_budget() // 2, self.effective_budget())
-        n = len(self._children) + 1
+        n = self._spawned + 1
         child_name = name or f"{self.conversation}--sub-{n}"
         while self.vault.layout.conversation_dir(child_name).exists() and name is None:
             n += 1
@@ -251,7 +283,7 @@ class Engine:
         except BaseException:
             handle.rollback()
             raise
-        self._children.append(handle)
+        self._spawned += 1
         return handle
 
     def on_subagent_ended(self, handle: SubagentHandle, result: str, *, success: bool = True) -> str:

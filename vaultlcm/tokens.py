@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import binascii
 import contextvars
-import functools
 import hashlib
 import importlib.util
 import marshal
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,11 +116,6 @@ def encoding() -> "tiktoken.Encoding":
     return _encoding
 
 
-#: Texts up to this many characters have their counts remembered (:func:`_count_short`).
-CACHED_CHARS = 1200
-CACHED_LONG_CHARS = 1 << 18
-
-
 class CountStore(Protocol):
     """Counts kept across processes, keyed by :func:`text_key` (see :func:`remembering`)."""
 
@@ -197,33 +192,67 @@ def _count(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
 
 
+class CountCache:
+    """Token counts of recent texts, the least recently used dropped first.
+
+    Keyed by a 16-byte digest of the text, not the text itself, so an entry costs the
+    same (about 200 bytes) however long its text was: at most ``max_entries`` entries,
+    so a process that runs for a year holds no more than one that ran a minute.
+    Thread-safe (the engine's compaction thread counts too).
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._counts: OrderedDict[bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def get(self, key: bytes) -> int | None:
+        with self._lock:
+            hit = self._counts.get(key)
+            if hit is not None:
+                self._counts.move_to_end(key)
+            return hit
+
+    def put(self, key: bytes, count: int) -> None:
+        with self._lock:
+            self._counts[key] = count
+            self._counts.move_to_end(key)
+            while len(self._counts) > self.max_entries:
+                self._counts.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+#: Texts longer than this are counted every time (one-off payloads; hashing them buys little).
+CACHED_MAX_CHARS = 1 << 18
+#: The digest summarizer sizes the same sentences, clauses and lines again and again while it
+#: fits a summary to its target, and a context is measured several times: their counts are kept.
+_cache = CountCache(1 << 14)
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 def count_tokens(text: str) -> int:
     """Number of ``cl100k_base`` tokens in ``text`` (special tokens count as text)."""
     if not text:
         return 0
-    if len(text) <= CACHED_CHARS:
-        n = _count_short(text)
-    elif len(text) <= CACHED_LONG_CHARS:
-        n = _count_long(text)
+    if len(text) > CACHED_MAX_CHARS:
+        return _count(text)  # never cached here: the remembering block in force sees it
+    key = _digest(text)
+    hit = _cache.get(key)
+    if hit is None:
+        hit = _count(text)
+        _cache.put(key, hit)
     else:
-        return _count(text)  # never cached here: the block in force sees it
-    noted(text, n)
-    return n
-
-
-@functools.lru_cache(maxsize=1 << 13)
-def _count_short(text: str) -> int:
-    """The count of a short text, remembered: the digest sizes the same sentences, clauses and lines
-    again and again while it fits a summary to its target. Bounded in entries and in text size
-    (at most ``2**13`` texts of :data:`CACHED_CHARS`), so a long-running process stays flat."""
-    return _count(text)
-
-
-@functools.lru_cache(maxsize=16)
-def _count_long(text: str) -> int:
-    """The count of a longer text (a summary's whole source), remembered for the few calls that
-    size the same request; at most 16 texts of :data:`CACHED_LONG_CHARS`."""
-    return _count(text)
+        noted(text, hit)
+    return hit
 
 
 def truncate_to_tokens(text: str, max_tokens: int) -> str:

@@ -484,6 +484,9 @@ class Vault:
                 if want:
                     report.commit = self._commit(conv, self.dag.journal[mark:], _compact_message(self, conv, report),
                                                  explicit=bool(git_commit), done=f"compacted {conv!r}")
+                # Only this auto-commit reads the journal: a process that runs for months must not
+                # keep every path it ever wrote.
+                del self.dag.journal[:]
             reports.append(report)
         if progress is not None:
             progress(len(convs), len(convs))
