@@ -253,16 +253,18 @@ def ripgrep(root: Path, runs: int = 5) -> float | None:
     return statistics.median(times)
 
 
-def build(size: int, root: Path, db: Path, builds: Path | None) -> dict[str, Any]:
-    """Build the vault and the FTS5 database at ``root``/``db``, or copy them from ``builds`` when built before."""
+def build(size: int, root: Path, db: Path, builds: Path | None, backend: str = "whoosh") -> dict[str, Any]:
+    """Build the vault (indexed with ``backend``) and the FTS5 database at ``root``/``db``, or copy them from
+    ``builds`` when built before."""
+    env = {"VAULTLCM_INDEX_BACKEND": backend}
     if builds is None:
-        info = run_child(BUILD, str(root), str(size), str(HERE))
+        info = run_child(BUILD, str(root), str(size), str(HERE), env=env)
         fts5_build(db, traffic(size))
         return info
     cached, cached_db, meta = builds / f"vault-{size}", builds / f"fts-{size}.sqlite", builds / f"build-{size}.json"
     if not meta.exists():
         shutil.rmtree(cached, ignore_errors=True)
-        info = run_child(BUILD, str(cached), str(size), str(HERE))
+        info = run_child(BUILD, str(cached), str(size), str(HERE), env=env)
         fts5_build(cached_db, traffic(size))
         meta.write_text(json.dumps(info))
     shutil.copytree(cached, root, symlinks=True)
@@ -282,7 +284,7 @@ def measure(size: int, workdir: Path, backends: list[str], builds: Path | None =
     shutil.rmtree(root, ignore_errors=True)
     db.unlink(missing_ok=True)
     print(f"[{size:,}] building the vault and the FTS5 reference…", file=sys.stderr, flush=True)
-    built = build(size, root, db, builds)
+    built = build(size, root, db, builds, backends[0])
     print(f"[{size:,}] measuring…", file=sys.stderr, flush=True)
     load = [os.getloadavg()[0]]  # the machine may be shared: say how busy it was
     ingested = run_child(INGEST, str(root), str(ingests))
