@@ -18,7 +18,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
 
 from agent_traffic import assistant, call, result, user
 from vaultlcm import Settings, Vault
@@ -222,6 +222,7 @@ def _plain(text: str) -> str:
 
 @hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=texts, words=st.integers(min_value=1, max_value=20))
+@example(text="::::::? 0000000000000000", words=1)  # a first "sentence" of punctuation alone
 def test_a_lead_is_a_run_of_its_source_words(text: str, words: int) -> None:
     """Nothing dropped from inside (no headline style), no "…", deterministic, never empty for text with a word."""
     out = lead(text, words)

@@ -63,7 +63,9 @@ def lead(text: str, words: int) -> str:
     text = _first_run(bare(text))
     sentences = split_sentences(text)
     if len(sentences) > 1:
-        text = next((s for s in sentences if len(s.split()) >= 4), sentences[0]).strip()
+        # A "sentence" of punctuation alone ("::::::?") says nothing: the first with a word stands in.
+        said = [s for s in sentences if any(ch.isalnum() for ch in s)] or sentences
+        text = next((s for s in said if len(s.split()) >= 4), said[0]).strip()
     tokens = text.split()
     if len(tokens) <= words + 2:
         return _closed(text.rstrip(",;:—–- ")) or text
