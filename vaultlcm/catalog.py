@@ -763,6 +763,22 @@ class Catalog:
             "SELECT * FROM messages INDEXED BY messages_uncovered WHERE conv=? AND covered IS NULL AND lane=0 "
             "ORDER BY seq", (conv,))]
 
+    def message_places(self, ids: list[str]) -> dict[str, tuple[str, int, str, str]]:
+        """``{id: (conv, seq, hash, log path)}`` of these messages: what the DAG's coverage needs of each.
+
+        Not whole rows: recomputing the DAG of a million messages holds one per covered
+        message, and the conversation and log names are shared strings, not one per row.
+        """
+        shared: dict[str, str] = {}
+        out: dict[str, tuple[str, int, str, str]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            for mid, conv, seq, h, path in self.execute(
+                    f"SELECT id, conv, seq, hash, path FROM messages WHERE id IN ({','.join('?' * len(chunk))})",
+                    tuple(chunk)):
+                out[mid] = (shared.setdefault(conv, conv), int(seq), h, shared.setdefault(path, path))
+        return out
+
     def rows_by_ids(self, ids: list[str]) -> dict[str, MessageRow]:
         rows = self._in("SELECT * FROM messages WHERE id IN ({})", ids, lambda r: MessageRow(*r))
         return {r.id: r for r in rows}

@@ -178,10 +178,11 @@ class _Resolver:
     writer can rewrite it. A message link names its block id, wherever the log is.
     """
 
-    def __init__(self, dag: "Dag", conv: str, rows: dict[str, "SummaryRow"], messages: dict[str, MessageRow]) -> None:
+    def __init__(self, dag: "Dag", conv: str, rows: dict[str, "SummaryRow"],
+                 places: dict[str, tuple[str, int, str, str]]) -> None:
         self.dag = dag
         self.rows = rows
-        self.messages = messages
+        self.places = places  # {message id: (conv, seq, hash, log path)}: Catalog.message_places
         self.sid_at = {str(p): s for p, s in dag.catalog.execute("SELECT path, summary_id FROM note_files WHERE conv=?", (conv,))}
         self.local = VaultFiles(self.sid_at)
         self.unreadable = {str(p) for (p,) in dag.catalog.execute(
@@ -195,11 +196,12 @@ class _Resolver:
         if node.kind == "leaf":
             if p.block is None:
                 return Link(link, None, False, "does not name a message block (…#^m-…)")
-            row = self.messages.get(p.block)
-            if row is None:
+            place = self.places.get(p.block)
+            if place is None:
                 return Link(link, p.block)
-            ok = p.path + ".md" == row.path or self.dag.vault_files().resolve(p.path, node.path) == row.path
-            return Link(link, p.block, ok, "" if ok else f"the message is in {row.path}")
+            log = place[3]
+            ok = p.path + ".md" == log or self.dag.vault_files().resolve(p.path, node.path) == log
+            return Link(link, p.block, ok, "" if ok else f"the message is in {log}")
         target = self.local.resolve(p.path, node.path) or self.dag.vault_files().resolve(p.path, node.path)
         if target is not None:
             sid = self.sid_at.get(target)
@@ -647,13 +649,15 @@ class Dag:
 
     def recompute(self, conv: str) -> None:
         """Rebuild coverage, parents, positions and staleness of ``conv`` from the mirrored notes."""
-        rows = {r.id: r for r in self.all(conv)}
+        rows = {r.id: r for r in self.all(conv, bodies=False)}  # the bodies only for their exact hashes, a page at a time
+        exact = self._exact_body_hashes(conv)
         nodes = {r.id: Node(r.id, r.path, r.kind, r.depth, tuple(s.link or s.id or "" for s in r.links),
-                            r.human_owned, r.body_hash, r.sources_hash, exact_body_hash(r.body)) for r in rows.values()}
+                            r.human_owned, r.body_hash, r.sources_hash, exact.get(r.id, "")) for r in rows.values()}
         blocks = [b for r in rows.values() if r.kind == "leaf" for b in (_block(s) for s in r.links) if b]
-        messages = self.catalog.rows_by_ids(blocks)
-        resolve = _Resolver(self, conv, rows, messages)
-        derived = derive(conv, nodes, resolve, {i: Msg(m.conv, m.seq, m.hash) for i, m in messages.items()},
+        places = self.catalog.message_places(blocks)
+        del blocks
+        resolve = _Resolver(self, conv, rows, places)
+        derived = derive(conv, nodes, resolve, {i: Msg(c, seq, h) for i, (c, seq, h, _path) in places.items()},
                          lambda a, b: int(self.catalog.execute(
                              "SELECT COUNT(*) FROM messages WHERE conv=? AND lane=0 AND seq BETWEEN ? AND ?",
                              (conv, a, b))[0][0]))
@@ -697,6 +701,18 @@ class Dag:
                     db.execute("UPDATE summaries SET parent='!invalid', first_seq=NULL, last_seq=NULL, stale=0, "
                                "sources=? WHERE id=?", (pairs, nid))
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"gaps:{conv}", json.dumps(sorted(gaps))))
+
+    def _exact_body_hashes(self, conv: str) -> dict[str, str]:
+        """:func:`exact_body_hash` of every summary body of ``conv``, read a page of bodies at a time."""
+        out: dict[str, str] = {}
+        after = ""
+        while True:
+            page = self.catalog.execute("SELECT id, body FROM summaries WHERE conv=? AND id>? ORDER BY id LIMIT 1000",
+                                        (conv, after))
+            if not page:
+                return out
+            out.update((sid, exact_body_hash(body)) for sid, body in page)
+            after = page[-1][0]
 
     # -- queries -----------------------------------------------------------------
 
