@@ -14,13 +14,16 @@ from vaultlcm.messages import message_from_native
 from vaultlcm.summarizers import SourceItem
 
 
-def items_from(records: list[dict[str, Any]], conv: str = "c", day: str = "2026-11-02", start: int = 0) -> tuple[SourceItem, ...]:
+def items_from(records: list[dict[str, Any]], conv: str = "c", day: str | None = "2026-11-02",
+               start: int = 0) -> tuple[SourceItem, ...]:
+    """Source items linking to ``day``'s log (``None``: the day of each record's timestamp, as the vault writes)."""
     out = []
     for n, rec in enumerate(records, start):
         msg = message_from_native(rec)
         mid = f"m-{n:016x}"
+        log = day or rec["timestamp"][:10]
         out.append(SourceItem(id=mid, kind="message", text=message_for_summary(msg), role=msg.role, at=msg.timestamp,
-                              message=msg, link=f"conversations/{conv}/logs/{day}#^{mid}"))
+                              message=msg, link=f"conversations/{conv}/logs/{log}#^{mid}"))
     return tuple(out)
 
 
@@ -128,3 +131,10 @@ OPENAI_STYLE: list[dict[str, Any]] = [
     assistant("It will be 18 °C with light rain in Paris on May 14; booking BK-2291 was not found, so Aiko should "
               "rebook it."),
 ]
+
+
+def numbered_steps(n: int, offset: int = 0) -> list[dict[str, Any]]:
+    """``n`` short alternating turns from step ``offset`` ("step 42: deploy of service-2 …"), 30 a day."""
+    return [{"role": "user" if i % 2 == 0 else "assistant", "timestamp": f"2026-10-{1 + i // 30:02d}T10:{i % 30:02d}:00Z",
+             "content": f"step {i}: deploy of service-{i % 5} finished with code {(i * 7) % 97}"}
+            for i in range(offset, offset + n)]

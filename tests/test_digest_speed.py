@@ -174,16 +174,7 @@ def _shorten_scoring_every_clause(text: str, max_tokens: int) -> str:
                 keep.add(i)
                 room -= costs[i]
         if keep:
-            out: list[str] = []
-            prev = -1
-            for i in sorted(keep):
-                if out and i != prev + 1:
-                    out.append("…")
-                out.append(clauses[i])
-                prev = i
-            joined = " ".join(out)
-            if prev != len(clauses) - 1:
-                joined = joined.rstrip(" ,;:") + " …"
+            joined = phrases.join_kept(clauses, keep)  # the change under test is which clauses are scored
             if count_tokens(joined) <= max_tokens:
                 return joined
     return phrases.clip_words(text, max_tokens)

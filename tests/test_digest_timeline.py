@@ -20,10 +20,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, example, given, settings as hsettings, strategies as st
 
-from agent_traffic import assistant, call, result, user
+from agent_traffic import assistant, call, items_from, result, user
 from vaultlcm import Settings, Vault
-from vaultlcm.compaction import message_for_summary
-from vaultlcm.messages import message_from_native
 from vaultlcm.summarizers import DigestSummarizer, SourceItem, SummaryRequest
 from vaultlcm.summarizers.body import TIMELINE, parse_body
 from vaultlcm.summarizers.digest_days import Day, parse_span
@@ -48,13 +46,7 @@ def bulk(cid: str, ts: str) -> list[dict[str, Any]]:
 
 def leaf_items(records: list[dict[str, Any]], start: int = 0) -> tuple[SourceItem, ...]:
     """Source items whose links point at the day log of each message, as the vault writes them."""
-    out = []
-    for n, rec in enumerate(records, start):
-        msg = message_from_native(rec)
-        mid = f"m-{n:016x}"
-        out.append(SourceItem(id=mid, kind="message", text=message_for_summary(msg), role=msg.role, at=msg.timestamp,
-                              message=msg, link=f"conversations/c/logs/{rec['timestamp'][:10]}#^{mid}"))
-    return tuple(out)
+    return items_from(records, day=None, start=start)
 
 
 def summarize(items: tuple[SourceItem, ...], depth: int, target: int = 4000) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from agent_traffic import numbered_steps
 from vaultlcm import Vault
 from vaultlcm.index.base import open_index
 from vaultlcm.indexing import IndexKeeper
@@ -14,10 +15,7 @@ from vaultlcm.indexing import IndexKeeper
 BACKENDS = ["whoosh", "tantivy"]
 
 
-def session(n: int, offset: int = 0) -> list[dict[str, Any]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "timestamp": f"2026-10-{1 + i // 30:02d}T10:{i % 30:02d}:00Z",
-             "content": f"step {i}: deploy of service-{i % 5} finished with code {(i * 7) % 97}"}
-            for i in range(offset, offset + n)]
+session = numbered_steps
 
 
 @pytest.fixture

@@ -8,14 +8,12 @@ from typing import Any
 
 import pytest
 
+from agent_traffic import numbered_steps
 from vaultlcm import Vault
 from vaultlcm.dag import Dag
 
 
-def session(n: int, offset: int = 0) -> list[dict[str, Any]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "timestamp": f"2026-10-{1 + i // 40:02d}T10:{i % 40:02d}:00Z",
-             "content": f"step {i}: the deploy of service-{i % 7} to staging finished with code {i * 13 % 256}"}
-            for i in range(offset, offset + n)]
+session = numbered_steps
 
 
 @pytest.fixture

@@ -397,14 +397,17 @@ class Dag:
         """When this process last checked every note of ``conv`` (``time.monotonic``; -inf: never)."""
         return self._full_sync_at.get(conv, float("-inf"))
 
+    def _stamp_now(self, rel: str, seen: int | str) -> int | str:
+        """A folder's stamp as it is now, of the kind ``seen`` is: the conversation folder's listing, else its mtime."""
+        path = self.layout.root / rel
+        return _listing(path, path.name + ".md") if isinstance(seen, str) else path.stat().st_mtime_ns
+
     def _folders_unchanged(self, folders: dict[str, int | str]) -> bool:
         for rel, seen in folders.items():
-            path = self.layout.root / rel
             try:
-                now = _listing(path, path.name + ".md") if isinstance(seen, str) else path.stat().st_mtime_ns
+                if self._stamp_now(rel, seen) != seen:
+                    return False
             except OSError:
-                return False
-            if now != seen:
                 return False
         return bool(folders)
 
@@ -588,16 +591,11 @@ class Dag:
             known.setdefault(head, set()).add(name)
         fresh: dict[str, int | str] = {}
         for rel, stamp in folders.items():
-            path = self.layout.root / rel
             try:
-                if isinstance(stamp, str):  # the conversation folder: compared by its listing
-                    now: int | str = _listing(path, path.name + ".md")
-                    if now != stamp:
-                        return
-                else:
-                    now = path.stat().st_mtime_ns  # before the listing: a later change moves it past this stamp
-                    if now != stamp and not self._only_known_notes(path, rel, known.get(rel, set()), folders):
-                        return
+                now = self._stamp_now(rel, stamp)  # an mtime before the listing: a later change moves it past this
+                if now != stamp and (isinstance(stamp, str) or not self._only_known_notes(
+                        self.layout.root / rel, rel, known.get(rel, set()), folders)):
+                    return
             except OSError:
                 return
             fresh[rel] = now

@@ -334,17 +334,19 @@ class IndexKeeper:
             current = {sid for sid, parent in self.catalog.execute(
                 "SELECT id, parent FROM summaries WHERE conv=?", (conv,)) if parent != "!invalid"}
             new += len(current - known.keys()) - len(known.keys() - current)
-        (messages,), = self.catalog.execute("SELECT COUNT(*) FROM messages")
-        (summaries,), = self.catalog.execute("SELECT COUNT(*) FROM summaries WHERE parent IS NOT '!invalid'")
-        return new if index.count() + new == int(messages) + int(summaries) else None
+        return new if index.count() + new == self._documents_wanted() else None
 
     def counts_match(self) -> bool:
         """Whether the index holds as many documents as the catalog says it should (a cheap first check)."""
         index = self.open()
         index.flush()
+        return index.count() == self._documents_wanted()
+
+    def _documents_wanted(self) -> int:
+        """How many documents the index should hold: every message, every summary in the DAG."""
         (messages,), = self.catalog.execute("SELECT COUNT(*) FROM messages")
         (summaries,), = self.catalog.execute("SELECT COUNT(*) FROM summaries WHERE parent IS NOT '!invalid'")
-        return index.count() == int(messages) + int(summaries)
+        return int(messages) + int(summaries)
 
     def drift(self) -> dict[str, list[str]]:
         """What differs between the index and the files, without changing anything."""

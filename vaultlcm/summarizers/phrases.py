@@ -51,19 +51,23 @@ def shorten(text: str, max_tokens: int) -> str:
                 keep.add(i)
                 room -= costs[i]
         if keep:
-            out: list[str] = []
-            prev = -1
-            for i in sorted(keep):
-                if out and i != prev + 1:
-                    out.append("…")
-                out.append(clauses[i])
-                prev = i
-            joined = " ".join(out)
-            if prev != len(clauses) - 1:
-                joined = joined.rstrip(" ,;:") + " …"
+            joined = join_kept(clauses, keep)
             if count_tokens(joined) <= max_tokens:
                 return joined
     return clip_words(text, max_tokens)
+
+
+def join_kept(clauses: list[str], keep: set[int]) -> str:
+    """The clauses numbered in ``keep``, in order, "…" where some were left out between or after them."""
+    out: list[str] = []
+    prev = -1
+    for i in sorted(keep):
+        if out and i != prev + 1:
+            out.append("…")
+        out.append(clauses[i])
+        prev = i
+    joined = " ".join(out)
+    return joined if prev == len(clauses) - 1 else joined.rstrip(" ,;:") + " …"
 
 
 def clip_words(text: str, max_tokens: int) -> str:
