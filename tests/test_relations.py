@@ -5,7 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vaultlcm.relations import COUNTS, GAP, WAITING, Link, Msg, Node, derive
+from dataclasses import replace
+
+from vaultlcm.relations import COUNTS, GAP, WAITING, Derived, Link, Msg, Node, derive, derive_in_parts
 from vaultlcm.summary_notes import sources_hash
 
 
@@ -20,7 +22,8 @@ def build(draw: st.DrawFn) -> tuple[dict[str, Node], dict[str, Msg]]:
         size = draw(st.integers(1, 4))
         ids = [f"m{j}" for j in range(i, min(n, i + size))]
         nid = f"L{i}"
-        nodes[nid] = Node(nid, f"{nid}.md", "leaf", 0, tuple(ids), False, f"b{nid}", sources_hash([messages[m].hash for m in ids]))
+        nodes[nid] = Node(nid, f"{nid}.md", "leaf", 0, tuple(ids), False, f"b{nid}", sources_hash([messages[m].hash for m in ids]),
+                          f"e{nid}")
         level.append(nid)
         i += size
     depth = 1
@@ -34,8 +37,10 @@ def build(draw: st.DrawFn) -> tuple[dict[str, Node], dict[str, Msg]]:
                 j += 1
                 continue
             nid = f"C{depth}_{j}"
+            old = draw(st.booleans())  # written before link paths left the body hash: its sources hash is exact
             nodes[nid] = Node(nid, f"{nid}.md", "condensed", depth, tuple(run), False, f"b{nid}",
-                              sources_hash([nodes[r].body_hash for r in run]))
+                              sources_hash([nodes[r].exact_body_hash if old else nodes[r].body_hash for r in run]),
+                              f"e{nid}")
             upper.append(nid)
             j += len(run)
         level, depth = upper, depth + 1
@@ -49,12 +54,13 @@ def build(draw: st.DrawFn) -> tuple[dict[str, Node], dict[str, Msg]]:
                               sources_hash([messages[m].hash for m in ids]))
     for nid in draw(st.lists(st.sampled_from(sorted(nodes)), max_size=3, unique=True)) if nodes else []:
         old = nodes[nid]
-        nodes[nid] = Node(old.id, old.path, old.kind, old.depth, old.links, True, old.body_hash, old.sources_hash)
+        nodes[nid] = Node(old.id, old.path, old.kind, old.depth, old.links, True, old.body_hash, old.sources_hash,
+                          old.exact_body_hash)
     if draw(st.booleans()) and any(x.kind == "leaf" for x in nodes.values()):  # a broken link
         nid = draw(st.sampled_from(sorted(x.id for x in nodes.values() if x.kind == "leaf")))
         old = nodes[nid]
         nodes[nid] = Node(old.id, old.path, old.kind, old.depth, ("m-nowhere", *old.links[1:]), old.human_owned,
-                          old.body_hash, old.sources_hash)
+                          old.body_hash, old.sources_hash, old.exact_body_hash)
     return nodes, messages
 
 
@@ -63,16 +69,24 @@ def vaults(draw: st.DrawFn) -> tuple[dict[str, Node], dict[str, Msg]]:
     return build(draw)
 
 
-def run(nodes: dict[str, Node], messages: dict[str, Msg]):  # noqa: ANN201
+def resolver(nodes: dict[str, Node]):  # noqa: ANN201
     def resolve(node: Node, link: str) -> Link:
         if node.kind == "leaf":
             return Link(link, link)
         return Link(link, link if link in nodes else None)
 
+    return resolve
+
+
+def counter(messages: dict[str, Msg]):  # noqa: ANN201
     def count_between(a: int, b: int) -> int:
         return sum(1 for m in messages.values() if a <= m.seq <= b)
 
-    return derive("c", nodes, resolve, messages, count_between)
+    return count_between
+
+
+def run(nodes: dict[str, Node], messages: dict[str, Msg]) -> Derived:
+    return derive("c", nodes, resolver(nodes), messages, counter(messages))
 
 
 @settings(max_examples=300)
@@ -139,3 +153,73 @@ def test_the_side_consistent_with_the_order_wins_an_overlap() -> None:
     mine = Node("sum_a", "a.md", "leaf", 0, theirs.links, True, "ba", theirs.sources_hash)
     d = run({"sum_a": mine, "sum_b": ours}, messages)
     assert d.valid == {"sum_a"} and d.removable == {"sum_b"}
+
+
+class DictParts:
+    """The leaves for :func:`derive_in_parts`, kept in dicts: what the catalog does with them, in memory."""
+
+    def __init__(self, leaves: dict[str, Node], messages: dict[str, Msg], size: int, exact: dict[str, str]) -> None:
+        self.all, self.msgs, self.size, self.exact = leaves, messages, size, exact
+        self.claimed: dict[str, str] = {}
+        self.recorded: dict[str, tuple[object, ...]] = {}
+        self.coverage: dict[str, str] = {}
+        self.problems: dict[str, list[tuple[str, str, str]]] = {}
+        self.exact_asked: set[str] = set()
+
+    def pages(self):  # noqa: ANN201
+        ids = list(self.all)
+        for i in range(0, len(ids), self.size):
+            yield {k: self.all[k] for k in ids[i : i + self.size]}
+
+    def messages(self, leaves: dict[str, Node]) -> dict[str, Msg]:
+        return {m: self.msgs[m] for n in leaves.values() for m in n.links if m in self.msgs}
+
+    def record(self, leaves: dict[str, Node], d: Derived) -> None:
+        for nid, n in leaves.items():
+            self.recorded[nid] = (nid in d.valid, d.links[nid], d.states[nid], d.stale.get(nid), d.first.get(nid),
+                                  d.last.get(nid), nid in d.removable, d.sources.get(nid))
+            self.problems[n.path] = [p for p in d.problems if p[0] == n.path]
+        self.coverage.update(d.coverage)
+
+    def claim(self, claims: list[tuple[str, str]]) -> set[str]:
+        shared: set[str] = set()
+        for mid, nid in claims:
+            owner = self.claimed.setdefault(mid, nid)
+            if owner != nid:
+                shared.update((nid, owner))
+        return shared
+
+    def leaves(self, ids: set[str]) -> dict[str, Node]:
+        self.coverage = {m: leaf for m, leaf in self.coverage.items() if leaf not in ids}
+        return {i: self.all[i] for i in sorted(ids)}
+
+    def exact_hashes(self, ids: list[str]) -> dict[str, str]:
+        self.exact_asked.update(ids)
+        return {i: self.exact[i] for i in ids if i in self.exact}
+
+
+@settings(max_examples=300)
+@given(vaults(), st.integers(1, 6), st.randoms(use_true_random=False))
+def test_settling_the_leaves_a_page_at_a_time_gives_what_settling_the_whole_dag_gives(
+        v: tuple[dict[str, Node], dict[str, Msg]], size: int, rnd) -> None:  # noqa: ANN001
+    nodes, messages = v
+    order = list(nodes)
+    rnd.shuffle(order)  # pages in any order: shared messages across pages as often as within one
+    nodes = {k: nodes[k] for k in order}
+    whole = run(nodes, messages)
+    # Exact body hashes are not known up front: the parts give them when asked.
+    leaves = {k: replace(n, exact_body_hash="") for k, n in nodes.items() if n.kind == "leaf"}
+    upper = {k: n for k, n in nodes.items() if n.kind != "leaf"}
+    parts = DictParts(leaves, messages, size, {k: n.exact_body_hash for k, n in nodes.items()})
+    d = derive_in_parts("c", {k: replace(n, exact_body_hash="") for k, n in upper.items()}, resolver(nodes),
+                        counter(messages), parts)
+    for nid in leaves:
+        assert parts.recorded[nid] == (nid in whole.valid, whole.links[nid], whole.states[nid], whole.stale.get(nid),
+                                       whole.first.get(nid), whole.last.get(nid), nid in whole.removable,
+                                       whole.sources.get(nid))
+    assert parts.coverage == whole.coverage
+    assert d.valid == whole.valid & set(upper) and d.parent == whole.parent and d.removable == whole.removable & set(upper)
+    for nid in upper:
+        assert (d.links[nid], d.states[nid], d.stale.get(nid), d.first.get(nid), d.last.get(nid)) == \
+            (whole.links[nid], whole.states[nid], whole.stale.get(nid), whole.first.get(nid), whole.last.get(nid))
+    assert sorted(d.problems + [p for ps in parts.problems.values() for p in ps]) == sorted(whole.problems)

@@ -32,6 +32,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path, PurePosixPath
 
 from .catalog import Catalog, MessageRow
@@ -39,7 +40,7 @@ from .errors import ValidationProblem
 from .fsutil import atomic_write, fsync_dir, read_file
 from .layout import VaultLayout
 from .links import VaultFiles
-from .relations import COUNTS, GAP, Link, Msg, Node, derive
+from .relations import COUNTS, GAP, Derived, Link, Msg, Node, derive_in_parts
 from .summary_notes import (
     SUMMARY_ID_RE,
     SummaryFrontmatter,
@@ -58,6 +59,9 @@ _COLUMNS = (
 #: The same columns with ``body`` left empty: for lists of many rows that never show a body.
 _COLUMNS_NO_BODY = _COLUMNS.replace(", body,", ", '' AS body,")
 
+
+#: Leaves :meth:`Dag.recompute` settles at a time (with their messages): what it holds of the history.
+_LEAF_PAGE = 1000
 
 #: Problem kinds the DAG records (recomputed together); doctor sorts them by severity.
 DAG_KINDS = ("dag", "superseded", "emptied", "outdated_link", "duplicate_note")
@@ -178,11 +182,11 @@ class _Resolver:
     writer can rewrite it. A message link names its block id, wherever the log is.
     """
 
-    def __init__(self, dag: "Dag", conv: str, rows: dict[str, "SummaryRow"],
-                 places: dict[str, tuple[str, int, str, str]]) -> None:
+    def __init__(self, dag: "Dag", conv: str) -> None:
         self.dag = dag
-        self.rows = rows
-        self.places = places  # {message id: (conv, seq, hash, log path)}: Catalog.message_places
+        self.conv = conv
+        #: ``{message id: (conv, seq, hash, log path)}`` (:meth:`Catalog.message_places`) of the leaves being settled.
+        self.places: dict[str, tuple[str, int, str, str]] = {}
         self.sid_at = {str(p): s for p, s in dag.catalog.execute("SELECT path, summary_id FROM note_files WHERE conv=?", (conv,))}
         self.local = VaultFiles(self.sid_at)
         self.unreadable = {str(p) for (p,) in dag.catalog.execute(
@@ -211,8 +215,10 @@ class _Resolver:
                 return Link(link, None, True, f"names {target}, which cannot be read", waiting=True)
             where = "which is not a summary note" if target.startswith(self.prefix) else "outside the conversation"
             return Link(link, None, True, f"names {target}, {where}")
-        if SUMMARY_ID_RE.match(p.stem) and p.stem in self.rows:
-            return Link(link, p.stem, False, f"the note is now {self.rows[p.stem].path}")
+        now = self.dag.catalog.execute("SELECT path FROM summaries WHERE id=? AND conv=?", (p.stem, self.conv)) \
+            if SUMMARY_ID_RE.match(p.stem) else None
+        if now:
+            return Link(link, p.stem, False, f"the note is now {now[0][0]}")
         return Link(link, None, False, "names no note (deleted)")
 
 
@@ -221,11 +227,15 @@ def _stem(link: str) -> str:
     return parsed.stem if parsed else link
 
 
-def _block(s: SourceLink) -> str | None:
-    if s.link is None:
-        return s.id
-    parsed = parse_wikilink(s.link)
+def _block_of(link: str) -> str | None:
+    parsed = parse_wikilink(link)
     return parsed.block if parsed else None
+
+
+def _node(r: SummaryRow) -> Node:
+    """What :func:`derive` needs of a summary (the exact body hash only where asked: see ``_add_exact_hashes``)."""
+    return Node(r.id, r.path, r.kind, r.depth, tuple(s.link or s.id or "" for s in r.links), r.human_owned,
+                r.body_hash, r.sources_hash)
 
 
 #: Folders of a conversation that never hold summary notes.
@@ -245,6 +255,90 @@ def _listing(folder: Path, home: str) -> str:
 def _looks_like_summary(text: str) -> bool:
     end = text.find("\n---", 3)
     return text.startswith("---") and end > 0 and bool(_ID_LINE.search(text[: end + 1]))
+
+
+class _LeafParts:
+    """The leaves of one conversation for :func:`~vaultlcm.relations.derive_in_parts`, in the catalog.
+
+    A leaf's claims go straight into ``coverage`` (first claimant kept; a claim that finds
+    the message taken names both leaves as sharing it); a page's rows, problems and
+    ``messages.covered`` are written as it settles, all in the recompute's transaction.
+    """
+
+    def __init__(self, dag: "Dag", db: sqlite3.Connection, conv: str, resolve: _Resolver) -> None:
+        self.dag = dag
+        self.db = db
+        self.conv = conv
+        self.resolve = resolve
+        self.again = False  # settling shared leaves again: their coverage is written by record, not claim
+        #: What the gap links of valid nodes name (a note written under that name fills the gap).
+        self.gaps: set[str] = set()
+
+    def pages(self) -> Iterator[dict[str, Node]]:
+        after = ""
+        while True:
+            page = self.dag._rows_no_body("conv=? AND kind='leaf' AND id>? ORDER BY id LIMIT ?",
+                                          (self.conv, after, _LEAF_PAGE))
+            if not page:
+                return
+            after = page[-1].id
+            yield {r.id: _node(r) for r in page}
+
+    def messages(self, leaves: dict[str, Node]) -> dict[str, Msg]:
+        blocks = [b for n in leaves.values() for b in (_block_of(link) for link in n.links) if b]
+        self.resolve.places = self.dag.catalog.message_places(blocks)  # for resolving these leaves' links
+        return {i: Msg(c, seq, h) for i, (c, seq, h, _path) in self.resolve.places.items()}
+
+    def record(self, leaves: dict[str, Node], derived: Derived) -> None:
+        self.resolve.places = {}
+        self.dag._write(self.db, self.conv, leaves, derived, self.gaps)
+        self.db.executemany("UPDATE messages SET covered=? WHERE id=?",
+                            ((leaf, mid) for mid, leaf in derived.coverage.items()))
+        if self.again:
+            self.db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)",
+                                ((mid, self.conv, leaf) for mid, leaf in derived.coverage.items()))
+
+    def claim(self, claims: list[tuple[str, str]]) -> set[str]:
+        before = self.db.total_changes
+        self.db.executemany("INSERT OR IGNORE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)",
+                            ((mid, self.conv, nid) for mid, nid in claims))
+        if self.db.total_changes - before == len(claims):
+            return set()
+        shared: set[str] = set()
+        for i in range(0, len(claims), 500):
+            chunk = claims[i : i + 500]
+            owner = dict(self.db.execute(
+                f"SELECT msg_id, summary_id FROM coverage WHERE msg_id IN ({','.join('?' * len(chunk))})",
+                [mid for mid, _ in chunk]).fetchall())
+            for mid, nid in chunk:
+                if owner.get(mid, nid) != nid:
+                    shared.update((nid, owner[mid]))
+        return shared
+
+    def leaves(self, ids: set[str]) -> dict[str, Node]:
+        self.again = True
+        ordered = sorted(ids)
+        out: dict[str, Node] = {}
+        for i in range(0, len(ordered), 500):
+            chunk = ordered[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self.dag._rows_no_body(f"id IN ({marks})", tuple(chunk))
+            out.update((r.id, _node(r)) for r in rows)
+            # Every message a page settled under one of these leaves is claimed by one of them.
+            self.db.execute(f"UPDATE messages SET covered=NULL WHERE id IN (SELECT msg_id FROM coverage WHERE "
+                            f"summary_id IN ({marks}))", chunk)
+            self.db.execute(f"DELETE FROM coverage WHERE summary_id IN ({marks})", chunk)
+            self.db.execute(f"DELETE FROM problems WHERE conv=? AND kind IN ({','.join('?' * len(DAG_KINDS))}) AND "
+                            f"path IN ({','.join('?' * len(rows))})", (self.conv, *DAG_KINDS, *(r.path for r in rows)))
+        return out
+
+    def exact_hashes(self, ids: list[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            out.update((sid, exact_body_hash(body)) for sid, body in self.db.execute(
+                f"SELECT id, body FROM summaries WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return out
 
 
 class Dag:
@@ -646,21 +740,45 @@ class Dag:
     # -- relations ---------------------------------------------------------------
 
     def recompute(self, conv: str) -> None:
-        """Rebuild coverage, parents, positions and staleness of ``conv`` from the mirrored notes."""
-        rows = {r.id: r for r in self.all(conv, bodies=False)}  # the bodies only for their exact hashes, a page at a time
-        exact = self._exact_body_hashes(conv)
-        nodes = {r.id: Node(r.id, r.path, r.kind, r.depth, tuple(s.link or s.id or "" for s in r.links),
-                            r.human_owned, r.body_hash, r.sources_hash, exact.get(r.id, "")) for r in rows.values()}
-        blocks = [b for r in rows.values() if r.kind == "leaf" for b in (_block(s) for s in r.links) if b]
-        places = self.catalog.message_places(blocks)
-        del blocks
-        resolve = _Resolver(self, conv, rows, places)
-        derived = derive(conv, nodes, resolve, {i: Msg(c, seq, h) for i, (c, seq, h, _path) in places.items()},
-                         lambda a, b: int(self.catalog.execute(
-                             "SELECT COUNT(*) FROM messages WHERE conv=? AND lane=0 AND seq BETWEEN ? AND ?",
-                             (conv, a, b))[0][0]))
-        problems = list(derived.problems)
-        gaps: set[str] = set()  # what the gap links name: a note written under that name fills the gap
+        """Rebuild coverage, parents, positions and staleness of ``conv`` from the mirrored notes.
+
+        Settled in parts (:func:`~vaultlcm.relations.derive_in_parts`): the leaves a page at
+        a time with their own messages, then the condensed nodes over them, so what is
+        held does not grow with the history; the same notes give the same result as
+        settling the whole DAG at once.
+        """
+        with self.catalog.transaction() as db:
+            _bump(db, conv)
+            db.execute("DELETE FROM coverage WHERE conv=?", (conv,))
+            db.execute("UPDATE messages SET covered=NULL WHERE conv=? AND covered IS NOT NULL", (conv,))
+            db.execute(f"DELETE FROM problems WHERE conv=? AND kind IN ({','.join('?' * len(DAG_KINDS))})",
+                       (conv, *DAG_KINDS))
+            resolve = _Resolver(self, conv)
+
+            def count_between(a: int, b: int) -> int:
+                return int(db.execute("SELECT COUNT(*) FROM messages WHERE conv=? AND lane=0 AND seq BETWEEN ? AND ?",
+                                      (conv, a, b)).fetchone()[0])
+
+            parts = _LeafParts(self, db, conv, resolve)
+            upper = {r.id: _node(r) for r in self._rows_no_body("conv=? AND kind<>'leaf'", (conv,))}
+            derived = derive_in_parts(conv, upper, resolve, count_between, parts)
+            self._write(db, conv, upper, derived, parts.gaps)
+            db.executemany("UPDATE summaries SET parent=? WHERE id=?",
+                           ((parent, child) for child, parent in derived.parent.items() if child not in upper))
+            dup = db.execute("SELECT summary_id, GROUP_CONCAT(path, ' and ') FROM note_files WHERE conv=? AND "
+                             "summary_id IS NOT NULL GROUP BY summary_id HAVING COUNT(*) > 1", (conv,)).fetchall()
+            for sid, paths in dup:
+                at = db.execute("SELECT path FROM summaries WHERE id=? AND conv=?", (sid, conv)).fetchone()
+                db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)",
+                           (at[0] if at else "", conv, "duplicate_note",
+                            f"{paths} both hold summary {sid} (a copy of a note keeps its id); delete one of them"))
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+                       (f"gaps:{conv}", json.dumps(sorted(parts.gaps))))
+
+    def _write(self, db: "sqlite3.Connection", conv: str, nodes: dict[str, Node], derived: Derived,
+               gaps: set[str]) -> None:
+        """Record what ``nodes`` settled to: their rows, their problems and the gaps they leave."""
+        problems = [p for p in derived.problems]
         for nid, resolved in derived.links.items():
             n = nodes[nid]
             outdated = [r for r in resolved if r.id is not None and not r.ok]
@@ -671,46 +789,23 @@ class Dag:
                                  "`doctor --fix` rewrites the link"))
             if nid in derived.valid:
                 gaps.update(_stem(r.link) for r, st in zip(resolved, derived.states[nid]) if st == GAP)
-        dup = self.catalog.execute("SELECT summary_id, GROUP_CONCAT(path, ' and ') FROM note_files WHERE conv=? AND "
-                                   "summary_id IS NOT NULL GROUP BY summary_id HAVING COUNT(*) > 1", (conv,))
-        for sid, paths in dup:
-            problems.append((rows[sid].path if sid in rows else "", "duplicate_note",
-                             f"{paths} both hold summary {sid} (a copy of a note keeps its id); delete one of them"))
-        with self.catalog.transaction() as db:
-            _bump(db, conv)
-            db.execute("DELETE FROM coverage WHERE conv=?", (conv,))
-            db.execute("UPDATE messages SET covered=NULL WHERE conv=? AND covered IS NOT NULL", (conv,))
-            db.execute(f"DELETE FROM problems WHERE conv=? AND kind IN ({','.join('?' * len(DAG_KINDS))})",
-                       (conv, *DAG_KINDS))
-            db.executemany("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)",
-                           [(p, conv, k, d) for p, k, d in problems])
-            cover = [(mid, conv, leaf) for mid, leaf in derived.coverage.items()]
-            db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)", cover)
-            db.executemany("UPDATE messages SET covered=? WHERE id=?", [(leaf, mid) for mid, _, leaf in cover])
-            for nid in rows:
-                pairs = json.dumps([[x.link, x.id, int(x.ok), st] for x, st in zip(derived.links[nid], derived.states[nid])])
-                if nid in derived.valid:
-                    db.execute(
-                        "UPDATE summaries SET parent=?, first_seq=?, last_seq=?, stale=?, sources=? WHERE id=?",
-                        (derived.parent.get(nid), derived.first[nid], derived.last[nid], derived.stale[nid], pairs, nid),
-                    )
-                else:
-                    # Set aside: no part in the DAG; its sources go back to the active context.
-                    db.execute("UPDATE summaries SET parent='!invalid', first_seq=NULL, last_seq=NULL, stale=0, "
-                               "sources=? WHERE id=?", (pairs, nid))
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"gaps:{conv}", json.dumps(sorted(gaps))))
+        db.executemany("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)",
+                       [(p, conv, k, d) for p, k, d in problems])
+        for nid in nodes:
+            pairs = json.dumps([[x.link, x.id, int(x.ok), st] for x, st in zip(derived.links[nid], derived.states[nid])])
+            if nid in derived.valid:
+                db.execute(
+                    "UPDATE summaries SET parent=?, first_seq=?, last_seq=?, stale=?, sources=? WHERE id=?",
+                    (derived.parent.get(nid), derived.first[nid], derived.last[nid], derived.stale[nid], pairs, nid),
+                )
+            else:
+                # Set aside: no part in the DAG; its sources go back to the active context.
+                db.execute("UPDATE summaries SET parent='!invalid', first_seq=NULL, last_seq=NULL, stale=0, "
+                           "sources=? WHERE id=?", (pairs, nid))
 
-    def _exact_body_hashes(self, conv: str) -> dict[str, str]:
-        """:func:`exact_body_hash` of every summary body of ``conv``, read a page of bodies at a time."""
-        out: dict[str, str] = {}
-        after = ""
-        while True:
-            page = self.catalog.execute("SELECT id, body FROM summaries WHERE conv=? AND id>? ORDER BY id LIMIT 1000",
-                                        (conv, after))
-            if not page:
-                return out
-            out.update((sid, exact_body_hash(body)) for sid, body in page)
-            after = page[-1][0]
+    def _rows_no_body(self, where: str, params: tuple[Any, ...]) -> list[SummaryRow]:
+        return [SummaryRow(*r) for r in self.catalog.execute(f"SELECT {_COLUMNS_NO_BODY} FROM summaries WHERE {where}",
+                                                             params)]
 
     # -- queries -----------------------------------------------------------------
 

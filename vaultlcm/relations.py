@@ -29,8 +29,9 @@ Everything returned is derived: the same notes give the same result.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from .summary_notes import sources_hash
 
@@ -80,6 +81,24 @@ class Link:
 COUNTS, GAP, WAITING = 1, 0, 2
 
 
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """A node an earlier :func:`derive` call settled, as the nodes above it see it.
+
+    The DAG can be settled in parts (the leaves a page at a time, then the
+    condensed nodes over them): what a node needs of a child is only this.
+    """
+
+    depth: int
+    body_hash: str
+    valid: bool
+    waiting: bool  # set aside until a person fixes it: links to it wait instead of leaving a gap
+    first: int | None
+    last: int | None
+    covered: int  # messages it covers, transitively
+    exact_body_hash: str = ""
+
+
 @dataclass
 class Derived:
     """The settled DAG of one conversation."""
@@ -99,6 +118,16 @@ class Derived:
     sources: dict[str, list[str]] = field(default_factory=dict)
     #: For every node, the state of each link (:data:`COUNTS`, :data:`GAP`, :data:`WAITING`).
     states: dict[str, list[int]] = field(default_factory=dict)
+    #: Nodes set aside until a person fixes them (a broken link, or a person's note that lost a source).
+    waiting: set[str] = field(default_factory=set)
+    #: Messages each valid node covers, transitively.
+    covered: dict[str, int] = field(default_factory=dict)
+
+    def settled(self, node: Node) -> Settled:
+        """What the nodes above need of ``node`` (one of this call's), for a later call's ``below``."""
+        nid = node.id
+        return Settled(node.depth, node.body_hash, nid in self.valid, nid in self.waiting, self.first.get(nid),
+                       self.last.get(nid), self.covered.get(nid, 0), node.exact_body_hash)
 
 
 def derive(
@@ -107,6 +136,9 @@ def derive(
     resolve: Callable[[Node, str], Link],
     messages: dict[str, Msg],
     count_between: Callable[[int, int], int],
+    *,
+    below: Mapping[str, Settled] | None = None,
+    referenced: Collection[str] = (),
 ) -> Derived:
     """Settle the DAG of ``conv``.
 
@@ -114,19 +146,31 @@ def derive(
     ``messages`` holds the messages any leaf link names; ``count_between(a, b)``
     counts the conversation's main-thread messages at positions ``a..b``
     (used only to break ties between nodes claiming the same source).
+
+    Settling in parts: ``below`` holds nodes an earlier call settled, which
+    ``nodes`` may name as sources (all of them lower: the leaves under the
+    condensed nodes); ``referenced`` names the nodes that links outside
+    ``nodes`` point at (a tie-break). Leaves that share no message with a leaf
+    outside ``nodes`` settle the same in any part as in the whole.
     """
+    below = below or {}
     out = Derived()
     broken: dict[str, str] = {}
     for n in nodes.values():
         resolved = [resolve(n, link) for link in n.links]
         out.links[n.id] = resolved
-        bad = _broken_link(conv, n, resolved, nodes, messages)
+        bad = _broken_link(conv, n, resolved, nodes, messages, below)
         if bad:
             broken[n.id] = bad
-    referenced = {r.id for links in out.links.values() for r in links if r.id is not None}
+    referenced = {r.id for links in out.links.values() for r in links if r.id is not None}.union(referenced)
     claimed: dict[str, str] = {}
-    covered: dict[str, int] = {}  # messages a valid node covers, transitively
-    waiting = set(broken)  # nodes a person must fix; links to them wait
+    covered = out.covered  # messages a valid node covers, transitively
+    out.waiting.update(broken)
+    waiting = set(broken).union(i for i, s in below.items() if s.waiting)  # nodes a person must fix; links to them wait
+
+    def valid(i: str) -> bool:
+        s = below.get(i)
+        return i in out.valid or (s is not None and s.valid)
     for depth in sorted({n.depth for n in nodes.values()}):
         level = [n for n in nodes.values() if n.depth == depth]
         effective: dict[str, list[str]] = {}
@@ -137,7 +181,7 @@ def derive(
                 out.problems.append((n.path, "dag", f"{n.path}: field 'sources': {broken[n.id]}; fix the link "
                                      "(or restore the note it named from git)"))
                 continue
-            states = [COUNTS if r.id is not None and (n.kind == "leaf" or r.id in out.valid)
+            states = [COUNTS if r.id is not None and (n.kind == "leaf" or valid(r.id))
                       else WAITING if r.waiting or r.id in waiting else GAP for r in out.links[n.id]]
             out.states[n.id] = states
             effective[n.id] = [r.id for r, st in zip(out.links[n.id], states) if st == COUNTS and r.id is not None]
@@ -153,9 +197,11 @@ def derive(
             if nodes[nid].kind == "leaf":
                 seqs = [messages[s].seq for s in srcs]
                 return (min(seqs) if seqs else None, max(seqs) if seqs else None, len(srcs))
-            firsts = [f for f in (out.first.get(s) for s in srcs) if f is not None]
-            lasts = [x for x in (out.last.get(s) for s in srcs) if x is not None]
-            return (min(firsts) if firsts else None, max(lasts) if lasts else None, sum(covered[s] for s in srcs))
+            # Sources are valid nodes: this call's, else settled below.
+            firsts = [f for f in (out.first[s] if s in out.first else below[s].first for s in srcs) if f is not None]
+            lasts = [x for x in (out.last[s] if s in out.last else below[s].last for s in srcs) if x is not None]
+            return (min(firsts) if firsts else None, max(lasts) if lasts else None,
+                    sum(covered[s] if s in covered else below[s].covered for s in srcs))
 
         def contiguous(nid: str) -> bool:
             lo, hi, n_covered = span(nid)
@@ -176,6 +222,7 @@ def derive(
                         f"({nodes[winner].path})")
                 if n.human_owned:
                     waiting.add(nid)
+                    out.waiting.add(nid)
                     out.problems.append((n.path, "dag", what + "; this note holds a person's correction: move it "
                                          f"into {winner} by hand and delete this note"))
                 else:
@@ -202,8 +249,9 @@ def derive(
                 digest = sources_hash([messages[s].hash for s in srcs])
                 out.coverage.update((s, nid) for s in srcs)
             else:
-                digest = sources_hash([nodes[s].body_hash for s in srcs])
-                if digest != n.sources_hash and sources_hash([nodes[s].exact_body_hash for s in srcs]) == n.sources_hash:
+                kids: list[Node | Settled] = [nodes[s] if s in nodes else below[s] for s in srcs]
+                digest = sources_hash([k.body_hash for k in kids])
+                if digest != n.sources_hash and sources_hash([k.exact_body_hash for k in kids]) == n.sources_hash:
                     digest = n.sources_hash
                 out.parent.update((s, nid) for s in srcs)
             # A node waiting for a person is never regenerated: that would drop the link they must fix.
@@ -214,7 +262,7 @@ def derive(
 
 
 def _broken_link(conv: str, n: Node, resolved: list[Link], nodes: dict[str, Node],
-                 messages: dict[str, Msg]) -> str | None:
+                 messages: dict[str, Msg], below: Mapping[str, Settled]) -> str | None:
     """Why a link of ``n`` names the wrong thing (None when every link is fine or names nothing)."""
     seen: set[str] = set()
     for r in resolved:
@@ -232,10 +280,78 @@ def _broken_link(conv: str, n: Node, resolved: list[Link], nodes: dict[str, Node
             if msg.conv != conv:
                 return f"source {r.id} belongs to conversation {msg.conv!r}"
         else:
-            child = nodes.get(r.id)
+            child: Node | Settled | None = nodes.get(r.id) or below.get(r.id)
             if child is None:
                 return f"source {r.link} is not a summary of this conversation"
             if child.depth >= n.depth:
                 return (f"source {r.id} has depth {child.depth}, not below this node's depth {n.depth} "
                         "(a cycle or a wrong depth)")
     return None
+
+
+class Parts(Protocol):
+    """Where :func:`derive_in_parts` reads the leaves of a conversation and records what they settle to."""
+
+    def pages(self) -> Iterable[dict[str, Node]]:
+        """Every leaf, a page at a time (each leaf in exactly one page)."""
+
+    def messages(self, leaves: dict[str, Node]) -> dict[str, Msg]:
+        """The messages these leaves' links name (those that exist)."""
+
+    def record(self, leaves: dict[str, Node], derived: Derived) -> None:
+        """Record what these leaves settled to (:attr:`Derived.coverage` included); a later record of the same
+        leaves (after :meth:`leaves`) replaces it."""
+
+    def claim(self, claims: list[tuple[str, str]]) -> set[str]:
+        """Claim ``(message id, leaf id)`` pairs; return every leaf that shares a message with another leaf
+        (in these pairs or in earlier ones), the first claimant included."""
+
+    def leaves(self, ids: set[str]) -> dict[str, Node]:
+        """These leaves again, to settle them together; what was recorded and claimed for them is undone."""
+
+    def exact_hashes(self, ids: list[str]) -> dict[str, str]:
+        """:attr:`Node.exact_body_hash` of these nodes."""
+
+
+def derive_in_parts(conv: str, upper: dict[str, Node], resolve: Callable[[Node, str], Link],
+                    count_between: Callable[[int, int], int], parts: Parts) -> Derived:
+    """Settle the DAG of ``conv`` holding one page of leaves at a time; returns the condensed nodes' part.
+
+    The same result as :func:`derive` over every node at once: a leaf depends only on
+    its own messages, unless it shares one with another leaf (a merge of two machines'
+    compactions, a hand edit), and those few are settled again, all together, with
+    every leaf they share with. The condensed nodes (``upper``: all the others, far
+    fewer) are settled last, over what each leaf left them (:class:`Settled`); only
+    the children of a node whose sources hash differs need their exact body hash.
+    """
+    upper = dict(upper)  # given their exact body hashes below, where needed
+    named = {n.id: [resolve(n, link).id for link in n.links] for n in upper.values()}
+    referenced = {i for ids in named.values() for i in ids if i is not None}
+    below: dict[str, Settled] = {}
+    tangled: set[str] = set()
+
+    def settle(leaves: dict[str, Node]) -> Derived:
+        derived = derive(conv, leaves, resolve, parts.messages(leaves), count_between, referenced=referenced)
+        parts.record(leaves, derived)
+        below.update((nid, derived.settled(n)) for nid, n in leaves.items())
+        return derived
+
+    for page in parts.pages():
+        derived = settle(page)
+        # Every message a leaf counts, won or lost: how leaves sharing one find each other across pages.
+        tangled |= parts.claim([(mid, nid) for nid in page for r, st in zip(derived.links[nid], derived.states[nid])
+                                if st == COUNTS and (mid := r.id) is not None])
+    if tangled:
+        settle(parts.leaves(tangled))
+    wanted: set[str] = set()
+    for nid, ids in named.items():
+        kids = [upper.get(i) or below.get(i) if i is not None else None for i in ids]
+        if any(k is None for k in kids) or sources_hash([k.body_hash for k in kids if k is not None]) \
+                != upper[nid].sources_hash:
+            wanted.update(i for i in ids if i is not None)
+    for sid, exact in parts.exact_hashes(sorted(wanted)).items():
+        if sid in upper:
+            upper[sid] = replace(upper[sid], exact_body_hash=exact)
+        elif sid in below:
+            below[sid] = replace(below[sid], exact_body_hash=exact)
+    return derive(conv, upper, resolve, {}, count_between, below=below)
