@@ -162,7 +162,7 @@ def derive(
         bad = _broken_link(conv, n, resolved, nodes, messages, below)
         if bad:
             broken[n.id] = bad
-    referenced = {r.id for links in out.links.values() for r in links if r.id is not None}.union(referenced)
+    named_here = {r.id for links in out.links.values() for r in links if r.id is not None}
     claimed: dict[str, str] = {}
     covered = out.covered  # messages a valid node covers, transitively
     out.waiting.update(broken)
@@ -210,7 +210,7 @@ def derive(
         def preference(nid: str) -> tuple[bool, bool, bool, bool, str]:
             n = nodes[nid]
             return (not n.human_owned, gaps[nid] > 0, nid in contested and not contiguous(nid),
-                    nid not in referenced, nid)
+                    nid not in named_here and nid not in referenced, nid)
 
         for nid in sorted(effective, key=preference):
             n = nodes[nid]
