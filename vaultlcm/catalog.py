@@ -313,12 +313,13 @@ class Catalog:
 
     # -- logs --------------------------------------------------------------------
 
-    def sync_logs(self, conv: str, logs_dir: Path, *, quick: bool = False) -> list[str]:
+    def sync_logs(self, conv: str, logs_dir: Path, *, quick: bool = False, ids: bool = True) -> list[str]:
         """Bring the catalog up to date with ``logs_dir``; returns the ids of new or changed messages.
 
         ``quick`` trusts files whose folder did not change, except the newest one (the
         cheap check before an append: other writers append under the same lock and
-        record what they wrote here).
+        record what they wrote here). ``ids=False`` returns none: a rebuild, where every
+        message is new and a list of them would hold an id per message of the history.
         """
         key = f"logs_dir_mtime:{conv}"
         try:
@@ -371,7 +372,8 @@ class Catalog:
                 if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns:
                     continue
                 got, fresh = self._sync_file(conv, rel, path, row)
-                changed += got
+                if ids:
+                    changed += got
                 new_rows = new_rows or fresh
             if new_rows:
                 self._settle(conv)
