@@ -7,7 +7,9 @@
 * the value-change forms behind their literal prefilter find the same change;
 * on ASCII text, the one-regex name finder yields exactly the capitalized candidates;
 * remembered token counts equal fresh ones, for short and long texts alike;
-* the guarded identifier scan finds exactly the identifiers of the plain pattern;
+* the guarded identifier scan, run without a unit's plain words, finds exactly the identifiers of
+  the plain pattern on the whole unit;
+* counts remembered by a piece's text, and a source's size remembered by its texts, are fresh counts;
 * a text counted line by line (cut where the pre-tokenizer always cuts) has the
   count of the whole text, whatever its line endings, white space and scripts;
 * bounding a summary's input skips counting only when the texts surely fit;
@@ -29,8 +31,8 @@ from hypothesis import example, given, settings as hsettings, strategies as st
 from vaultlcm import Vault, compaction, summary_notes
 from vaultlcm.logparts import json_text
 from vaultlcm.summarizers import facts, phrases
-from vaultlcm.summarizers.base import SourceItem, bound_items
-from vaultlcm.summarizers.linecount import count_by_lines
+from vaultlcm.summarizers.base import SourceItem, bound_items, source_tokens
+from vaultlcm.summarizers.linecount import count_by_lines, count_piece
 from vaultlcm.tokens import count_tokens, encoding
 
 GATES = {f"{mod.__name__}.{name}": g for mod in (facts, phrases) for name, g in vars(mod).items()
@@ -125,14 +127,36 @@ def test_remembered_token_counts_equal_fresh_ones(text: str, repeat: int) -> Non
 IDENT_PIECES = ["LEDG-482", "#42", "#routing-alerts", "a1b2c3d", "deadbeef99", "v1.2.3", "1.2.3-rc.1", "v2",
                 "src/app.py", "~/x/y", "../a/b/", "/etc/hosts", "a.b/c", "config.toml", "x-y.json", "snake_case_x",
                 "camelCase", "CamelCaseName", "python:3.12-slim", "`code here`", "`", "-", "/", ".", "_", ":", "#",
-                "~", "é", "ſ", "٣", "\n", " ", "word", "A", "9"]
+                "~", "é", "ſ", "٣", "\n", " ", "word", "A", "9",
+                # plain words (the scan leaves them out) and what may stand around or inside them
+                "The", "done.", "(see", "well-known", "it,", "Dr.", "e.g.", "note:", "[x]", "'quoted'", "Ab-c", "x-",
+                "-y", "\u00a0", "\u2028", "\x1c", "\t", ".py", ":1", "ab:2", "_", "Ünïcode", "aB"]
 
 
 @hsettings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(IDENT_PIECES), st.text(max_size=5)), max_size=20).map("".join))
 @example("foo-bar.py x-`y` #12 a/b-c.md")
+@example("see src/app.py, then The config.toml (done) LEDG-42 well-known fooBar")
+@example("word\u00a0x_y word\x1c#12 (see)a/b")
 def test_the_ident_scan_finds_what_the_plain_pattern_finds(text: str) -> None:
     assert facts.idents_in.__wrapped__(text) == tuple(facts.IDENT_RE.findall(text))
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=8))
+def test_remembered_pieces_count_as_the_whole(texts: list[str]) -> None:
+    for t in texts + texts:  # the second time from the memo
+        assert count_piece(t) == len(encoding().encode(t, disallowed_special=()))
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=40), max_size=6))
+def test_remembered_source_sizes_follow_the_texts(texts: list[str]) -> None:
+    items = tuple(SourceItem(id=f"m{i}", kind="message", text=t) for i, t in enumerate(texts))
+    whole = len(encoding().encode("\n\n".join(texts), disallowed_special=()))
+    assert source_tokens(items) == source_tokens(list(items)) == whole
+    changed = items[:-1] + (SourceItem(id="x", kind="message", text=texts[-1] + "!"),) if items else items
+    assert source_tokens(changed) == len(encoding().encode("\n\n".join(i.text for i in changed), disallowed_special=()))
 
 
 LINE_PIECES = ["\n", "\n\n", "\r\n", "\r", " ", "  ", "\t", "\x0b", "\x0c", "\x85", "\u2028", "\u00a0", "\u3000",

@@ -16,9 +16,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..tokens import count_tokens, truncate_to_tokens
+from ..tokens import truncate_to_tokens
 from .facts import (CLAUSE_RE, DATE_GATE, DIGITS, MAX_UNIT_CHARS, NUMBER_GATE, ROLE_GATE, ROLE_RE, Gated,
                     ascii_lower, idents_in, names_in, score)
+from .linecount import count_piece
 
 _I = re.IGNORECASE
 
@@ -35,11 +36,11 @@ def shorten(text: str, max_tokens: int) -> str:
     """
     if max_tokens <= 0:
         return ""
-    if count_tokens(text) <= max_tokens:
+    if count_piece(text) <= max_tokens:
         return text
     clauses = [c for c in CLAUSE_RE.split(text) if c]
     if len(clauses) > 1:
-        costs = [count_tokens(c) + 1 for c in clauses]
+        costs = [count_piece(c) + 1 for c in clauses]
         room = max_tokens - 1  # the "…"
         # A clause that alone exceeds the room is never kept, wherever it ranks: not worth scoring
         # (the others keep their order, so the same clauses are kept).
@@ -52,7 +53,7 @@ def shorten(text: str, max_tokens: int) -> str:
                 room -= costs[i]
         if keep:
             joined = join_kept(clauses, keep)
-            if count_tokens(joined) <= max_tokens:
+            if count_piece(joined) <= max_tokens:
                 return joined
     return clip_words(text, max_tokens)
 
@@ -72,7 +73,7 @@ def join_kept(clauses: list[str], keep: set[int]) -> str:
 
 def clip_words(text: str, max_tokens: int) -> str:
     """The longest run of whole words of ``text`` within ``max_tokens``, then "…"."""
-    if count_tokens(text) <= max_tokens:
+    if count_piece(text) <= max_tokens:
         return text
     if max_tokens <= 1:
         return ""
@@ -81,7 +82,7 @@ def clip_words(text: str, max_tokens: int) -> str:
         head = head.rsplit(" ", 1)[0]  # do not cut inside a word
     head = head.rstrip(" ,;:")
     out = head + " …" if head else ""
-    while out and count_tokens(out) > max_tokens:
+    while out and count_piece(out) > max_tokens:
         head = head.rsplit(" ", 1)[0] if " " in head else ""
         out = head + " …" if head else ""
     return out
