@@ -10,6 +10,8 @@
 * the guarded identifier scan, run without a unit's plain words, finds exactly the identifiers of
   the plain pattern on the whole unit;
 * counts remembered by a piece's text, and a source's size remembered by its texts, are fresh counts;
+* the facts looked for only when asked are what their patterns find, and cleaning and splitting
+  a line skip their scans only where the scans find nothing;
 * a text counted line by line (cut where the pre-tokenizer always cuts) has the
   count of the whole text, whatever its line endings, white space and scripts;
 * bounding a summary's input skips counting only when the texts surely fit;
@@ -138,6 +140,7 @@ IDENT_PIECES = ["LEDG-482", "#42", "#routing-alerts", "a1b2c3d", "deadbeef99", "
 @example("foo-bar.py x-`y` #12 a/b-c.md")
 @example("see src/app.py, then The config.toml (done) LEDG-42 well-known fooBar")
 @example("word\u00a0x_y word\x1c#12 (see)a/b")
+@example("see `run the tests` now, then `x` and ` y z `")  # plain words inside code quotes count there
 def test_the_ident_scan_finds_what_the_plain_pattern_finds(text: str) -> None:
     assert facts.idents_in.__wrapped__(text) == tuple(facts.IDENT_RE.findall(text))
 
@@ -291,3 +294,50 @@ def test_preferences_are_found_as_without_the_prefilter(text: str) -> None:
 def test_plain_frontmatter_strings_are_quoted_as_json_would(value: str) -> None:
     slow = summary_notes._YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text(value, indent=None))
     assert summary_notes._yaml_scalar(value) == slow
+
+
+FACT_PIECES = ["Greta", "took over", "on-call", "moved", "from July 4 to July 19", "because", "decided", "we'll use",
+               "LEDG-482", "3 days", "**bold**", "__under__", "*", "_", ". ", "! ", "? ", "… ", "e.g. ", "Next", "9 ",
+               "ſ", "K", "\n", "\t", " ", "→", "maybe"]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(FACT_PIECES), st.text(max_size=5)), max_size=24).map("".join))
+@example("Greta took over on-call because we decided to move it from July 4 to July 19.")
+def test_facts_found_when_asked_are_the_patterns_answers(text: str) -> None:
+    f = facts._facts_of.__wrapped__(text)
+    assert f.role == bool(facts.ROLE_RE.search(text))
+    assert f.change == bool(facts._CHANGE.search(text))
+    assert f.reason == bool(facts._REASON.search(text))
+    assert f.decision == bool(facts._DECISION.search(text)) and f.open == bool(facts.OPEN_RE.search(text))
+
+
+def _clean_the_long_way(text: str) -> str:
+    text = facts._EMPHASIS.sub(r"\2", text)
+    text = " ".join(text.split())
+    return text.replace("[[", "\\[\\[").replace("]]", "\\]\\]")
+
+
+def _split_the_long_way(line: str) -> list[str]:
+    if len(line) < 24:
+        return [line]
+    parts: list[str] = []
+    start = 0
+    for m in facts._SENTENCE_END.finditer(line):
+        if facts._ABBREVIATION.search(line[start : m.start()]):
+            continue
+        parts.append(line[start : m.start()])
+        start = m.end()
+    parts.append(line[start:])
+    return [p for p in parts if p.strip()]
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(FACT_PIECES + ["[[", "]]", "\u2028", "\u00a0", "  "]), st.text(max_size=5)),
+                max_size=30).map("".join))
+@example("a sentence that is long enough\u2028\u00a0 ")
+@example("                          ")
+@example("a long sentence ends here… Next one begins")
+def test_cleaning_and_splitting_skip_only_what_finds_nothing(text: str) -> None:
+    assert facts.clean(text) == _clean_the_long_way(text)
+    assert facts.split_sentences(text) == _split_the_long_way(text)
