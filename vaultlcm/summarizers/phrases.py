@@ -212,11 +212,18 @@ def _ident_kind(ident: str) -> str:
     return "ident"
 
 
+#: Where a unit lists several things ("a · b", "a; b", "a, b (c)"): each may state its own change.
+_SEGMENT_SPLIT = re.compile(r" · |; |, (?=[^()]*(?:\(|$))")
+_NOT_DIGIT = re.compile(r"\D")
+#: A number that is a year, not a count.
+_YEAR = re.compile(r"(?:19|20)\d\d")
+
+
 def value_changes(text: str) -> list[ValueChange]:
     """Every value change ``text`` states: all rendered ``key: new (was old)`` forms, else the first other form."""
     t = text[:MAX_UNIT_CHARS]
     found = []
-    for segment in re.split(r" · |; |, (?=[^()]*(?:\(|$))", t):
+    for segment in _SEGMENT_SPLIT.split(t):
         m = _CHANGE_FORMS[2].search(segment) if _CHANGE_NEEDS[2].search(segment) else None
         if m:
             change = value_change(segment)
@@ -265,8 +272,8 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
         found.append((choice.group().rstrip(",.;:"), "choice"))
     found.extend((m.group(), _date_kind(m.group())) for m in DATE_GATE.finditer(t, low))
     for m in NUMBER_GATE.finditer(t, low):
-        digits = re.sub(r"\D", "", m.group())
-        year = re.fullmatch(r"(?:19|20)\d\d", digits)  # "2025 request(s)": a year, not a count
+        digits = _NOT_DIGIT.sub("", m.group())
+        year = _YEAR.fullmatch(digits)  # "2025 request(s)": a year, not a count
         found.append((m.group(), "number" if len(digits) >= 2 and not year else "small"))
     # "build 5207", "export job 2048", "payouts 3.4.19", "pod search-indexer-266": a number is only
     # findable again with the word that says what it counts.
@@ -274,7 +281,7 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
         *label, value = m.group().split()
         while label and label[0] in _GLUE_WORDS:
             label.pop(0)
-        if label and label[-1] not in _NOT_LABELS and not re.fullmatch(r"(?:19|20)\d\d", value):
+        if label and label[-1] not in _NOT_LABELS and not _YEAR.fullmatch(value):
             found.append((" ".join([*label, value]), "labelled"))
     for found_ident in idents_in(t):
         ident = found_ident.strip("`")
