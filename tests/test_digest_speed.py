@@ -152,12 +152,28 @@ def test_remembered_pieces_count_as_the_whole(texts: list[str]) -> None:
         assert count_piece(t) == len(encoding().encode(t, disallowed_special=()))
 
 
+def test_remembered_pieces_survive_their_generations(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vaultlcm.summarizers import linecount
+
+    monkeypatch.setattr(linecount, "PIECE_MEMO_SIZE", 4)
+    monkeypatch.setattr(linecount, "_young", {})
+    monkeypatch.setattr(linecount, "_old", {})
+    texts = [f"- line {i} says {'x' * i} [[sum_{i:016x}|↗]]\n" for i in range(30)] + ["é" * 600, ""]
+    for order in (texts, texts[::-1], texts[::3] + texts):
+        for t in order:
+            assert count_piece(t) == len(encoding().encode(t, disallowed_special=()))
+        assert len(linecount._young) <= 4 and len(linecount._old) <= 4
+    assert all(len(t) <= linecount.PIECE_MAX_CHARS for t in {**linecount._young, **linecount._old})
+
+
 @hsettings(max_examples=60, deadline=None)
 @given(st.lists(st.text(max_size=40), max_size=6))
 def test_remembered_source_sizes_follow_the_texts(texts: list[str]) -> None:
     items = tuple(SourceItem(id=f"m{i}", kind="message", text=t) for i, t in enumerate(texts))
     whole = len(encoding().encode("\n\n".join(texts), disallowed_special=()))
     assert source_tokens(items) == source_tokens(list(items)) == whole
+    as_summaries = tuple(SourceItem(id=f"sum_{i}", kind="summary", text=t) for i, t in enumerate(texts))
+    assert source_tokens(as_summaries) == whole  # counted line by line: the same number
     changed = items[:-1] + (SourceItem(id="x", kind="message", text=texts[-1] + "!"),) if items else items
     assert source_tokens(changed) == len(encoding().encode("\n\n".join(i.text for i in changed), disallowed_special=()))
 

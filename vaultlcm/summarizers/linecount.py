@@ -34,20 +34,32 @@ from ..tokens import count_tokens
 _SEAM = re.compile(r"\n(?=[!-~])")
 #: Pieces up to this many characters are remembered by :func:`count_piece` (a bullet line, a sentence).
 PIECE_MAX_CHARS = 512
-#: At most this many remembered pieces (a few megabytes at most); the memo starts afresh when full.
+#: Pieces remembered per generation: the newest ones, and the generation before (a few megabytes at most).
 PIECE_MEMO_SIZE = 1 << 13
-_pieces: dict[str, int] = {}
+_young: dict[str, int] = {}
+_old: dict[str, int] = {}
 
 
 def count_piece(text: str) -> int:
-    """``count_tokens(text)``, remembered by the text itself when it is short (see the module docstring)."""
-    hit = _pieces.get(text)
+    """``count_tokens(text)``, remembered by the text itself when it is short (see the module docstring).
+
+    Two generations: when the young one is full it becomes the old one and the one before
+    is dropped, and a piece found in the old one moves back to the young; so what was
+    asked for lately stays (a leaf's lines, when the node above it is sized), and the
+    memo stays bounded in a process that runs for months.
+    """
+    global _young, _old
+    hit = _young.get(text)
+    if hit is not None:
+        return hit
+    hit = _old.get(text)
     if hit is None:
         hit = count_tokens(text)
-        if len(text) <= PIECE_MAX_CHARS:
-            if len(_pieces) >= PIECE_MEMO_SIZE:
-                _pieces.clear()  # bounded: a long-running engine holds no more than one pass's pieces
-            _pieces[text] = hit
+        if len(text) > PIECE_MAX_CHARS:
+            return hit
+    if len(_young) >= PIECE_MEMO_SIZE:
+        _young, _old = {}, _young
+    _young[text] = hit
     return hit
 
 
