@@ -7,7 +7,11 @@
 * the value-change forms behind their literal prefilter find the same change;
 * on ASCII text, the one-regex name finder yields exactly the capitalized candidates;
 * remembered token counts equal fresh ones, for short and long texts alike;
-* the guarded identifier scan finds exactly the identifiers of the plain pattern;
+* the guarded identifier scan, run without a unit's plain words, finds exactly the identifiers of
+  the plain pattern on the whole unit;
+* counts remembered by a piece's text, and a source's size remembered by its texts, are fresh counts;
+* the facts looked for only when asked are what their patterns find, and cleaning and splitting
+  a line skip their scans only where the scans find nothing;
 * a text counted line by line (cut where the pre-tokenizer always cuts) has the
   count of the whole text, whatever its line endings, white space and scripts;
 * bounding a summary's input skips counting only when the texts surely fit;
@@ -29,8 +33,8 @@ from hypothesis import example, given, settings as hsettings, strategies as st
 from vaultlcm import Vault, compaction, summary_notes
 from vaultlcm.logparts import json_text
 from vaultlcm.summarizers import facts, phrases
-from vaultlcm.summarizers.base import SourceItem, bound_items
-from vaultlcm.summarizers.linecount import count_by_lines
+from vaultlcm.summarizers.base import SourceItem, bound_items, source_tokens
+from vaultlcm.summarizers.linecount import count_by_lines, count_piece
 from vaultlcm.tokens import count_tokens, encoding
 
 GATES = {f"{mod.__name__}.{name}": g for mod in (facts, phrases) for name, g in vars(mod).items()
@@ -125,14 +129,53 @@ def test_remembered_token_counts_equal_fresh_ones(text: str, repeat: int) -> Non
 IDENT_PIECES = ["LEDG-482", "#42", "#routing-alerts", "a1b2c3d", "deadbeef99", "v1.2.3", "1.2.3-rc.1", "v2",
                 "src/app.py", "~/x/y", "../a/b/", "/etc/hosts", "a.b/c", "config.toml", "x-y.json", "snake_case_x",
                 "camelCase", "CamelCaseName", "python:3.12-slim", "`code here`", "`", "-", "/", ".", "_", ":", "#",
-                "~", "é", "ſ", "٣", "\n", " ", "word", "A", "9"]
+                "~", "é", "ſ", "٣", "\n", " ", "word", "A", "9",
+                # plain words (the scan leaves them out) and what may stand around or inside them
+                "The", "done.", "(see", "well-known", "it,", "Dr.", "e.g.", "note:", "[x]", "'quoted'", "Ab-c", "x-",
+                "-y", "\u00a0", "\u2028", "\x1c", "\t", ".py", ":1", "ab:2", "_", "Ünïcode", "aB"]
 
 
 @hsettings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.sampled_from(IDENT_PIECES), st.text(max_size=5)), max_size=20).map("".join))
 @example("foo-bar.py x-`y` #12 a/b-c.md")
+@example("see src/app.py, then The config.toml (done) LEDG-42 well-known fooBar")
+@example("word\u00a0x_y word\x1c#12 (see)a/b")
+@example("see `run the tests` now, then `x` and ` y z `")  # plain words inside code quotes count there
 def test_the_ident_scan_finds_what_the_plain_pattern_finds(text: str) -> None:
     assert facts.idents_in.__wrapped__(text) == tuple(facts.IDENT_RE.findall(text))
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=8))
+def test_remembered_pieces_count_as_the_whole(texts: list[str]) -> None:
+    for t in texts + texts:  # the second time from the memo
+        assert count_piece(t) == len(encoding().encode(t, disallowed_special=()))
+
+
+def test_remembered_pieces_survive_their_generations(monkeypatch: pytest.MonkeyPatch) -> None:
+    from vaultlcm.summarizers import linecount
+
+    monkeypatch.setattr(linecount, "PIECE_MEMO_SIZE", 4)
+    monkeypatch.setattr(linecount, "_young", {})
+    monkeypatch.setattr(linecount, "_old", {})
+    texts = [f"- line {i} says {'x' * i} [[sum_{i:016x}|↗]]\n" for i in range(30)] + ["é" * 600, ""]
+    for order in (texts, texts[::-1], texts[::3] + texts):
+        for t in order:
+            assert count_piece(t) == len(encoding().encode(t, disallowed_special=()))
+        assert len(linecount._young) <= 4 and len(linecount._old) <= 4
+    assert all(len(t) <= linecount.PIECE_MAX_CHARS for t in {**linecount._young, **linecount._old})
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=40), max_size=6))
+def test_remembered_source_sizes_follow_the_texts(texts: list[str]) -> None:
+    items = tuple(SourceItem(id=f"m{i}", kind="message", text=t) for i, t in enumerate(texts))
+    whole = len(encoding().encode("\n\n".join(texts), disallowed_special=()))
+    assert source_tokens(items) == source_tokens(list(items)) == whole
+    as_summaries = tuple(SourceItem(id=f"sum_{i}", kind="summary", text=t) for i, t in enumerate(texts))
+    assert source_tokens(as_summaries) == whole  # counted line by line: the same number
+    changed = items[:-1] + (SourceItem(id="x", kind="message", text=texts[-1] + "!"),) if items else items
+    assert source_tokens(changed) == len(encoding().encode("\n\n".join(i.text for i in changed), disallowed_special=()))
 
 
 LINE_PIECES = ["\n", "\n\n", "\r\n", "\r", " ", "  ", "\t", "\x0b", "\x0c", "\x85", "\u2028", "\u00a0", "\u3000",
@@ -267,3 +310,50 @@ def test_preferences_are_found_as_without_the_prefilter(text: str) -> None:
 def test_plain_frontmatter_strings_are_quoted_as_json_would(value: str) -> None:
     slow = summary_notes._YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", json_text(value, indent=None))
     assert summary_notes._yaml_scalar(value) == slow
+
+
+FACT_PIECES = ["Greta", "took over", "on-call", "moved", "from July 4 to July 19", "because", "decided", "we'll use",
+               "LEDG-482", "3 days", "**bold**", "__under__", "*", "_", ". ", "! ", "? ", "… ", "e.g. ", "Next", "9 ",
+               "ſ", "K", "\n", "\t", " ", "→", "maybe"]
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(FACT_PIECES), st.text(max_size=5)), max_size=24).map("".join))
+@example("Greta took over on-call because we decided to move it from July 4 to July 19.")
+def test_facts_found_when_asked_are_the_patterns_answers(text: str) -> None:
+    f = facts._facts_of.__wrapped__(text)
+    assert f.role == bool(facts.ROLE_RE.search(text))
+    assert f.change == bool(facts._CHANGE.search(text))
+    assert f.reason == bool(facts._REASON.search(text))
+    assert f.decision == bool(facts._DECISION.search(text)) and f.open == bool(facts.OPEN_RE.search(text))
+
+
+def _clean_the_long_way(text: str) -> str:
+    text = facts._EMPHASIS.sub(r"\2", text)
+    text = " ".join(text.split())
+    return text.replace("[[", "\\[\\[").replace("]]", "\\]\\]")
+
+
+def _split_the_long_way(line: str) -> list[str]:
+    if len(line) < 24:
+        return [line]
+    parts: list[str] = []
+    start = 0
+    for m in facts._SENTENCE_END.finditer(line):
+        if facts._ABBREVIATION.search(line[start : m.start()]):
+            continue
+        parts.append(line[start : m.start()])
+        start = m.end()
+    parts.append(line[start:])
+    return [p for p in parts if p.strip()]
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(FACT_PIECES + ["[[", "]]", "\u2028", "\u00a0", "  "]), st.text(max_size=5)),
+                max_size=30).map("".join))
+@example("a sentence that is long enough\u2028\u00a0 ")
+@example("                          ")
+@example("a long sentence ends here… Next one begins")
+def test_cleaning_and_splitting_skip_only_what_finds_nothing(text: str) -> None:
+    assert facts.clean(text) == _clean_the_long_way(text)
+    assert facts.split_sentences(text) == _split_the_long_way(text)

@@ -520,6 +520,42 @@ def test_top_k_is_the_head_of_the_full_ranking(make) -> None:
                 assert ids(ix.search(q, limit=k, sort=sort)) == full[:k], (q, sort, k)
 
 
+def test_pages_after_a_count_are_those_of_a_fresh_search(make) -> None:
+    """grep counts by kind, then pages each kind: what a count keeps for the pages must be what a search gives.
+
+    Both kinds, several segments, pages past what a count keeps (tantivy keeps 128 a kind),
+    compared with an index of the same documents that is never counted.
+    """
+    batches = _random_docs(5, batches=4, size=120)
+    for b, batch in enumerate(batches):  # a third of them summaries
+        batch[::3] = [summ(d.id.replace("m-", "s-"), d.text, at=d.at, conv=d.conversation) for d in batch[::3]]
+    counted, fresh = make("counted"), make("fresh")
+    for batch in batches:
+        for index in (counted, fresh):
+            index.add(batch)
+            index.flush()
+    for q in _random_queries(6, 20) + ["deploy", "pin", '"deploy failed"']:
+        c = counted.count_matches(q)
+        assert (c.total, c.by_kind) == (lambda f: (f.total, f.by_kind))(fresh.count_matches(q, per_day=True)), q
+        for kind in ("message", "summary"):
+            for offset, limit in ((0, 20), (0, 1), (20, 20), (100, 40), (0, 200)):
+                got = counted.search(q, kind=kind, offset=offset, limit=limit)
+                want = fresh.search(q, kind=kind, offset=offset, limit=limit)
+                assert [(h.id, round(h.score, 9)) for h in got] == [(h.id, round(h.score, 9)) for h in want], \
+                    (q, kind, offset, limit)
+
+
+def test_a_commit_between_count_and_page_is_seen(make) -> None:
+    ix = make()
+    ix.add([msg(f"m-{i}", f"deploy step {i}", at=1000.0 + i) for i in range(50)])
+    assert ix.count_matches("deploy").by_kind["message"] == 50
+    ix.add([msg("m-new", "deploy deploy deploy", at=9000.0)])  # the best match, committed by the next search
+    assert ids(ix.search("deploy", kind="message", limit=1)) == ["m-new"]
+    assert ix.count_matches("deploy").by_kind["message"] == 51
+    ix.remove(["m-new"])
+    assert "m-new" not in ids(ix.search("deploy", kind="message", limit=5))
+
+
 def test_both_backends_give_the_same_hits(tmp_path: Path) -> None:
     pytest.importorskip("tantivy")
     indexes = {b: open_index(b, tmp_path / b) for b in BACKENDS}

@@ -326,6 +326,7 @@ class Catalog:
             dir_mtime = str(logs_dir.stat().st_mtime_ns)
         except FileNotFoundError:
             dir_mtime = "missing"
+        on_disk: dict[str, Path | os.DirEntry[str]]
         with self._lock:
             newest_row = None
             if quick and self.get_meta(key) == dir_mtime:
@@ -341,8 +342,8 @@ class Catalog:
                     "SELECT path, size, mtime_ns, parsed, head_hash FROM logs WHERE conv=?", (conv,))}
                 on_disk = {}
                 if logs_dir.is_dir():
-                    # One scandir: each entry knows whether it is a plain file (no stat per
-                    # file, no path objects), and a grep checks every day's log each call.
+                    # One scandir: each entry knows whether it is a plain file and stats itself
+                    # by its folder's handle (no path objects), and a grep checks every day's log each call.
                     base = logs_dir.relative_to(self.root).as_posix()
                     with os.scandir(logs_dir) as entries:
                         for entry in entries:
@@ -350,7 +351,7 @@ class Catalog:
                             dot = name.rfind(".")
                             if 0 < dot == len(name) - 3 and name.endswith(".md") \
                                     and entry.is_file(follow_symlinks=False):
-                                on_disk[f"{base}/{name}"] = logs_dir / name
+                                on_disk[f"{base}/{name}"] = entry
                 gone = set(known) - set(on_disk)
                 if gone:
                     with self.transaction() as db:
@@ -371,7 +372,7 @@ class Catalog:
                 row = known.get(rel)
                 if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns:
                     continue
-                got, fresh = self._sync_file(conv, rel, path, row)
+                got, fresh = self._sync_file(conv, rel, Path(path), row)
                 if ids:
                     changed += got
                 new_rows = new_rows or fresh

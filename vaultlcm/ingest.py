@@ -118,7 +118,8 @@ def incoming_from_api(
             except InputFormatError as exc:
                 raise InputFormatError(f"message {i + 1} of the batch for {conv!r}: {exc}") from None
         prepared.append(message)
-        raw.append((i + 1, message.to_native()))
+        if keyed:  # the key hashes the record as given (the agent's every-turn call is not keyed)
+            raw.append((i + 1, message.to_native()))
     keys = formats.record_keys(raw) if keyed else [None] * len(prepared)
     return [Incoming(message=m, key=k) for m, k in zip(prepared, keys)]
 

@@ -85,10 +85,16 @@ _FAILURE_WORDS = re.compile(
 _DIFF_LINE = re.compile(r"^(?:diff --git|index [0-9a-f]|@@|\+\+\+|---|[+-](?![+-]))")
 
 
+#: What separates a tool's namespace from its name: ``mcp__fs__ReadFile``, ``fs.read``, ``fs/read``, ``fs:read``.
+_TOOL_PREFIX = re.compile(r"__|\.|/|:")
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_FAILED = re.compile(r"\b(?:failed|errors)\b")
+
+
 def canonical_tool(name: str) -> str:
     """``mcp__fs__ReadFile`` → ``read_file``: the part that says what the tool does, snake_case."""
-    base = re.split(r"__|\.|/|:", name.strip())[-1] or name
-    base = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", base).lower().replace("-", "_")
+    base = _TOOL_PREFIX.split(name.strip())[-1] or name
+    base = _CAMEL_HUMP.sub("_", base).lower().replace("-", "_")
     return base
 
 
@@ -454,7 +460,7 @@ def _finish_shell(action: Action, error: bool, text: str, full_command: str) -> 
         outcome = _test_outcome(text)
         if outcome:
             action.outcome = "→ " + outcome
-            action.error = error or bool(re.search(r"\b(?:failed|errors)\b", outcome))
+            action.error = error or bool(_FAILED.search(outcome))
             return action
     commit = _COMMIT_LINE.search(text[:2000])
     if commit and "commit" in full_command:

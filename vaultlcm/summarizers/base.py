@@ -22,6 +22,7 @@ tokens its prompt adds around the items (see :func:`bound_items`).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 from dataclasses import dataclass, replace
@@ -153,7 +154,20 @@ def aggressive_target(target_tokens: int) -> int:
 
 def source_tokens(items: tuple[SourceItem, ...] | list[SourceItem]) -> int:
     """Size of the source of a summary: the item texts joined by blank lines."""
-    return count_by_lines("\n\n".join(item.text for item in items))
+    return _joined_tokens(tuple(item.text for item in items), any(item.kind == "summary" for item in items))
+
+
+@functools.lru_cache(maxsize=8)
+def _joined_tokens(texts: tuple[str, ...], by_lines: bool) -> int:
+    """:func:`source_tokens` of these texts, remembered: compaction sizes a node's source to set its
+    target and for its note, the summarizer to bound its input and to judge its reply (the same
+    string objects each time, so a hit costs no more than comparing references).
+
+    Summaries are counted line by line (their lines were counted when they were written);
+    raw messages are new text, counted whole (the same number, with less work per line).
+    """
+    joined = "\n\n".join(texts)
+    return count_by_lines(joined) if by_lines else count_tokens(joined)
 
 
 def fair_shares(sizes: list[int], budget: int) -> list[int]:

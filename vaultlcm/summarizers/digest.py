@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from ..tokens import count_tokens
 from .base import SummaryRequest, aggressive_target, bound_items, fit_tokens, source_tokens
 from .body import bullet, render
-from .linecount import count_by_lines
+from .linecount import count_by_lines, count_piece
 from .phrases import clip_words, shorten
 
 #: What ``summarizer`` in a note's frontmatter says for digest summaries.
@@ -58,7 +58,7 @@ class Unit:
 
     def __post_init__(self) -> None:
         if not self.tokens:
-            self.tokens = count_tokens(self.text)
+            self.tokens = count_piece(self.text)
 
 
 @dataclass
@@ -119,8 +119,9 @@ def pack(draft: Draft, budget: int) -> str:
     units = [_clipped(u, max_unit) for u in draft.units]
     units = [u for u in units if u.text]
     ranked = sorted(units, key=lambda u: (-u.score, u.pos))
-    line_cost = {u.line: count_tokens(bullet("", u.link)) + 1 for u in units}
-    heading_cost = {name: count_tokens(f"### {name}") + 1 for name in draft.order}
+    links = {u.line: u.link for u in units}  # counted once per line, not once per unit
+    line_cost = {line: count_piece(bullet("", link)) + 1 for line, link in links.items()}
+    heading_cost = {name: count_piece(f"### {name}") + 1 for name in draft.order}
 
     chosen: list[Unit] = []
     taken: set[int] = set()

@@ -235,10 +235,15 @@ def _facts(child: Child, lines: list[BodyLine]) -> list[tuple[str, int]]:
     return out
 
 
+_WORD = re.compile(r"\w+")
+#: How a rendered value change marks the value it replaced.
+_WAS = re.compile(r"\(was [^)]+\)")
+
+
 @functools.lru_cache(maxsize=1 << 12)
 def _words(text: str) -> frozenset[str]:
     """The words of ``text``, lower-cased, remembered: each new line is compared with every line kept."""
-    return frozenset(re.findall(r"\w+", text.lower()))
+    return frozenset(_WORD.findall(text.lower()))
 
 
 def _similar(a: str, b: str) -> bool:
@@ -249,7 +254,7 @@ def _similar(a: str, b: str) -> bool:
 
 
 def _key_words(key: str) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"\w+", key.lower()) if w not in ("the", "a", "an", "of", "for", "our"))
+    return frozenset(w for w in _WORD.findall(key.lower()) if w not in ("the", "a", "an", "of", "for", "our"))
 
 
 def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
@@ -331,7 +336,7 @@ def _says_what(decision: str) -> bool:
 
 def change_of(text: str) -> bool:
     """Whether ``text`` is a rendered value change (those are merged apart)."""
-    return bool(re.search(r"\(was [^)]+\)", text))
+    return bool(_WAS.search(text))
 
 
 def _change_units(draft: Draft, changes: dict[frozenset[str], list[tuple[str, str, str, Child]]]) -> None:

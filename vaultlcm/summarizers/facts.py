@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: Longest unit (sentence, list item, table row) examined, in characters.
@@ -291,6 +291,8 @@ _LIST_MARK = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")
 _QUOTE_MARK = re.compile(r"^(?:>\s?)+")
 _HEADING_MARK = re.compile(r"^#{1,6}\s+")
 _EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+#: What ends a sentence for :data:`_SENTENCE_END` (its look-behind).
+_ENDS = (".", "!", "?", "…")
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[\"'(\[`*_]?[A-Z0-9])")
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|approx|Dr|Mr|Mrs|Ms|St|No|cf|incl|min|max|avg)\.$", _I)
 CLAUSE_RE = re.compile(r"(?<=[,;:])\s+|\s+(?=—|–|\()|\s+-\s+")
@@ -302,7 +304,8 @@ def clean(text: str) -> str:
     ``[[`` and ``]]`` are escaped so that quoted content can never create a
     wikilink the engine would then be responsible for resolving.
     """
-    text = _EMPHASIS.sub(r"\2", text)
+    if "**" in text or "__" in text:  # what emphasis needs: most lines have none, and the scan costs
+        text = _EMPHASIS.sub(r"\2", text)
     text = " ".join(text.split())
     return text.replace("[[", "\\[\\[").replace("]]", "\\]\\]")
 
@@ -340,6 +343,8 @@ def split_sentences(line: str) -> list[str]:
     """``line`` split at sentence ends (abbreviations like "e.g." do not end one)."""
     if len(line) < 24:
         return [line]
+    if not any(mark in line for mark in _ENDS):
+        return [line] if line.strip() else []  # no sentence end: the scan would find nothing
     parts: list[str] = []
     start = 0
     for m in _SENTENCE_END.finditer(line):
@@ -353,17 +358,19 @@ def split_sentences(line: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Facts:
-    """What a unit of text holds, as counts and flags."""
+    """What a unit of text holds, as counts and flags.
+
+    ``role``, ``change`` and ``reason`` only count with something else (a name, a value,
+    a decision: see :func:`score`), so they are looked for when first asked, once; the
+    rest is found at once.
+    """
 
     names: int
-    role: bool
     dates: int
     numbers: int
     idents: int
     preference: bool
-    change: bool
     decision: bool
-    reason: bool
     constraint: bool
     finding: bool
     noteworthy: bool
@@ -371,6 +378,23 @@ class Facts:
     open: bool
     question: bool
     filler: bool
+    text: str = field(repr=False)
+    """The clipped unit the lazy flags look at."""
+
+    @functools.cached_property
+    def role(self) -> bool:
+        """A word for what someone does or is ("took over", "on-call", "reviewer")."""
+        return bool(ROLE_GATE.search(self.text))
+
+    @functools.cached_property
+    def change(self) -> bool:
+        """A word for a value that changed ("moved", "went from", "→")."""
+        return bool(_CHANGE_GATE.search(self.text))
+
+    @functools.cached_property
+    def reason(self) -> bool:
+        """A word that gives a reason ("because", "so that")."""
+        return bool(_REASON_GATE.search(self.text))
 
     @property
     def substance(self) -> int:
@@ -427,10 +451,23 @@ def _names_in(t: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+#: A word no identifier form can match any part of: letters (a capital only first), inner hyphens, and
+#: brackets, quotes and punctuation around them; but no digit, ``_``, ``/``, ``#``, ``~``, code quote,
+#: inner ``.`` or ``:``, nor a second capital. Most words of a sentence are such words.
+_PLAIN_WORD = re.compile(r"""(?<!\S)[(\["']*[A-Z]?[a-z]+(?:-[a-z]+)*[.,;:!?)\]"']*(?!\S)""")
+
+
 @functools.lru_cache(maxsize=_UNIT_CACHE)
 def idents_in(t: str) -> tuple[str, ...]:
-    """Every :data:`IDENT_RE` match in a clipped unit, remembered: scoring and key phrases both need them."""
-    return tuple(_IDENT_SCAN.findall(t))
+    """Every :data:`IDENT_RE` match in a clipped unit, remembered: scoring and key phrases both need them.
+
+    The scan runs on the unit without its plain words (:data:`_PLAIN_WORD`), a fraction of
+    its length: the same matches. No form matches white space (but a code quote, so a
+    unit holding one is scanned whole), so every match lies inside one word; a plain word
+    holds none; and each word kept still has white space (or the end) on both sides, all
+    its forms' look-behinds and word boundaries see (``tests/test_digest_speed.py``).
+    """
+    return tuple(_IDENT_SCAN.findall(t if "`" in t else _PLAIN_WORD.sub("", t)))
 
 
 def facts_of(text: str) -> Facts:
@@ -446,14 +483,11 @@ def _facts_of(t: str) -> Facts:
                or (1 if _BIGNUMBER_GATE.search(t, low) else 0))
     return Facts(
         names=min(3, len(_names_in(t))),
-        role=bool(ROLE_GATE.search(t, low)),
         dates=min(3, dates),
         numbers=min(3, numbers),
         idents=min(4, len(idents_in(t))),
         preference=bool(_PREFERENCE_GATE.search(t, low)),
-        change=bool(_CHANGE_GATE.search(t, low)),
         decision=bool(_DECISION_GATE.search(t, low)),
-        reason=bool(_REASON_GATE.search(t, low)),
         constraint=bool(_CONSTRAINT_GATE.search(t, low)),
         finding=bool(_FINDING_GATE.search(t, low)),
         noteworthy=bool(_NOTEWORTHY_GATE.search(t, low)),
@@ -461,6 +495,7 @@ def _facts_of(t: str) -> Facts:
         open=bool(OPEN_GATE.search(t, low)),
         question=t.rstrip().endswith("?"),
         filler=bool(_FILLER.match(t)),
+        text=t,
     )
 
 
@@ -472,7 +507,7 @@ def score(text: str) -> int:
         s += 5  # "Greta took over on-call": who does what
     if f.preference:
         s += 4
-    if f.change and (f.dates or f.numbers or f.idents or f.names):
+    if (f.dates or f.numbers or f.idents or f.names) and f.change:
         s += 4  # a value that changed
     if f.decision:
         s += 5 + (3 if f.reason else 0)

@@ -17,6 +17,11 @@ run that ``\\s*[\\r\\n]`` takes when text follows) and starts the next piece at
 ``p`` exactly (no branch lets a piece begin with a newline and go on with
 something else). So the pieces of the text are the pieces of its parts, and
 so are the tokens. ``tests/test_digest_speed.py`` checks it on any text.
+
+The pieces themselves (a note's lines, a unit's sentence, a clause) are asked
+for many times while a digest packs a note: :func:`count_piece` remembers the
+short ones by their text, a dict lookup where the shared cache of
+:func:`~vaultlcm.tokens.count_tokens` would hash every byte of the text first.
 """
 
 from __future__ import annotations
@@ -27,11 +32,40 @@ from ..tokens import count_tokens
 
 #: A newline followed by a printable, non-space ASCII character: the pre-tokenizer always cuts after it.
 _SEAM = re.compile(r"\n(?=[!-~])")
+#: Pieces up to this many characters are remembered by :func:`count_piece` (a bullet line, a sentence).
+PIECE_MAX_CHARS = 512
+#: Pieces remembered per generation: the newest ones, and the generation before (a few megabytes at most).
+PIECE_MEMO_SIZE = 1 << 13
+_young: dict[str, int] = {}
+_old: dict[str, int] = {}
+
+
+def count_piece(text: str) -> int:
+    """``count_tokens(text)``, remembered by the text itself when it is short (see the module docstring).
+
+    Two generations: when the young one is full it becomes the old one and the one before
+    is dropped, and a piece found in the old one moves back to the young; so what was
+    asked for lately stays (a leaf's lines, when the node above it is sized), and the
+    memo stays bounded in a process that runs for months.
+    """
+    global _young, _old
+    hit = _young.get(text)
+    if hit is not None:
+        return hit
+    hit = _old.get(text)
+    if hit is None:
+        hit = count_tokens(text)
+        if len(text) > PIECE_MAX_CHARS:
+            return hit
+    if len(_young) >= PIECE_MEMO_SIZE:
+        _young, _old = {}, _young
+    _young[text] = hit
+    return hit
 
 
 def count_by_lines(text: str) -> int:
     """``count_tokens(text)``, summed over the parts of ``text`` between its safe cuts (see the module docstring)."""
     if "\n" not in text:
-        return count_tokens(text)
+        return count_piece(text)
     *parts, last = _SEAM.split(text)  # each cut takes its newline away: it goes back on the part before
-    return sum(count_tokens(part + "\n") for part in parts) + count_tokens(last)
+    return sum(count_piece(part + "\n") for part in parts) + count_piece(last)

@@ -16,9 +16,10 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..tokens import count_tokens, truncate_to_tokens
+from ..tokens import truncate_to_tokens
 from .facts import (CLAUSE_RE, DATE_GATE, DIGITS, MAX_UNIT_CHARS, NUMBER_GATE, ROLE_GATE, ROLE_RE, Gated,
                     ascii_lower, idents_in, names_in, score)
+from .linecount import count_piece
 
 _I = re.IGNORECASE
 
@@ -35,11 +36,11 @@ def shorten(text: str, max_tokens: int) -> str:
     """
     if max_tokens <= 0:
         return ""
-    if count_tokens(text) <= max_tokens:
+    if count_piece(text) <= max_tokens:
         return text
     clauses = [c for c in CLAUSE_RE.split(text) if c]
     if len(clauses) > 1:
-        costs = [count_tokens(c) + 1 for c in clauses]
+        costs = [count_piece(c) + 1 for c in clauses]
         room = max_tokens - 1  # the "…"
         # A clause that alone exceeds the room is never kept, wherever it ranks: not worth scoring
         # (the others keep their order, so the same clauses are kept).
@@ -52,7 +53,7 @@ def shorten(text: str, max_tokens: int) -> str:
                 room -= costs[i]
         if keep:
             joined = join_kept(clauses, keep)
-            if count_tokens(joined) <= max_tokens:
+            if count_piece(joined) <= max_tokens:
                 return joined
     return clip_words(text, max_tokens)
 
@@ -72,7 +73,7 @@ def join_kept(clauses: list[str], keep: set[int]) -> str:
 
 def clip_words(text: str, max_tokens: int) -> str:
     """The longest run of whole words of ``text`` within ``max_tokens``, then "…"."""
-    if count_tokens(text) <= max_tokens:
+    if count_piece(text) <= max_tokens:
         return text
     if max_tokens <= 1:
         return ""
@@ -81,7 +82,7 @@ def clip_words(text: str, max_tokens: int) -> str:
         head = head.rsplit(" ", 1)[0]  # do not cut inside a word
     head = head.rstrip(" ,;:")
     out = head + " …" if head else ""
-    while out and count_tokens(out) > max_tokens:
+    while out and count_piece(out) > max_tokens:
         head = head.rsplit(" ", 1)[0] if " " in head else ""
         out = head + " …" if head else ""
     return out
@@ -211,11 +212,18 @@ def _ident_kind(ident: str) -> str:
     return "ident"
 
 
+#: Where a unit lists several things ("a · b", "a; b", "a, b (c)"): each may state its own change.
+_SEGMENT_SPLIT = re.compile(r" · |; |, (?=[^()]*(?:\(|$))")
+_NOT_DIGIT = re.compile(r"\D")
+#: A number that is a year, not a count.
+_YEAR = re.compile(r"(?:19|20)\d\d")
+
+
 def value_changes(text: str) -> list[ValueChange]:
     """Every value change ``text`` states: all rendered ``key: new (was old)`` forms, else the first other form."""
     t = text[:MAX_UNIT_CHARS]
     found = []
-    for segment in re.split(r" · |; |, (?=[^()]*(?:\(|$))", t):
+    for segment in _SEGMENT_SPLIT.split(t):
         m = _CHANGE_FORMS[2].search(segment) if _CHANGE_NEEDS[2].search(segment) else None
         if m:
             change = value_change(segment)
@@ -264,8 +272,8 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
         found.append((choice.group().rstrip(",.;:"), "choice"))
     found.extend((m.group(), _date_kind(m.group())) for m in DATE_GATE.finditer(t, low))
     for m in NUMBER_GATE.finditer(t, low):
-        digits = re.sub(r"\D", "", m.group())
-        year = re.fullmatch(r"(?:19|20)\d\d", digits)  # "2025 request(s)": a year, not a count
+        digits = _NOT_DIGIT.sub("", m.group())
+        year = _YEAR.fullmatch(digits)  # "2025 request(s)": a year, not a count
         found.append((m.group(), "number" if len(digits) >= 2 and not year else "small"))
     # "build 5207", "export job 2048", "payouts 3.4.19", "pod search-indexer-266": a number is only
     # findable again with the word that says what it counts.
@@ -273,7 +281,7 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
         *label, value = m.group().split()
         while label and label[0] in _GLUE_WORDS:
             label.pop(0)
-        if label and label[-1] not in _NOT_LABELS and not re.fullmatch(r"(?:19|20)\d\d", value):
+        if label and label[-1] not in _NOT_LABELS and not _YEAR.fullmatch(value):
             found.append((" ".join([*label, value]), "labelled"))
     for found_ident in idents_in(t):
         ident = found_ident.strip("`")
