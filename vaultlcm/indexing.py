@@ -95,9 +95,9 @@ class IndexKeeper:
         self._index: SearchIndex | None = None
         self._caught_up = False
         # What this process has put in the index, per conversation, so that writes made by
-        # other processes (already in the shared catalog) can be followed cheaply.
-        # Per conversation: the last message position indexed and the summaries' change counter last
-        # seen (what the index holds of each summary is in the catalog: see _INDEXED_SUMMARIES).
+        # other processes (already in the shared catalog) can be followed cheaply: the last
+        # message position indexed and the summaries' change counter last seen (what the index
+        # holds of each summary is in the catalog: see _INDEXED_SUMMARIES).
         self._msg_mark: dict[str, int] = {}
         self._sum_print: dict[str, str] = {}
         self._marks_dropped = False
