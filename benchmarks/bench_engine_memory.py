@@ -135,6 +135,23 @@ def trace_report(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, mess
     return "\n".join(lines)
 
 
+def cache_sizes(engine: Engine) -> dict[str, int]:
+    """Entries in the process's bounded caches (what fills them is history; their bounds must hold)."""
+    from vaultlcm import assembly, tokens
+    from vaultlcm.index import query
+
+    asm = engine.vault.assembler
+    return {
+        "token_counts": len(tokens._cache),
+        "summary_costs": len(assembly._cost_cache),
+        "decoded_messages": len(asm._decoded),
+        "decoded_bytes": asm._decoded_bytes,
+        "chunk_tokens": query._cached_chunk_tokens.cache_info().currsize,
+        "stem_tokens": query.stem_token.cache_info().currsize,
+        "word_stems": query.word_stem.cache_info().currsize,
+    }
+
+
 def summarize(messages: int, samples: list[tuple[int, float]], anon: list[tuple[int, float]],
               seconds: float) -> dict[str, Any]:
     """The slopes of a run's samples (all of it, and its second half) and its pace."""
@@ -154,16 +171,24 @@ def summarize(messages: int, samples: list[tuple[int, float]], anon: list[tuple[
 
 def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, grep_every: int,
         budget: int, backend: str | None = None, batch: str = "turn", trace: tuple[int, int] | None = None,
-        progress: bool = False, partial: Path | None = None) -> dict[str, Any]:
+        progress: bool = False, partial: Path | None = None, inline: bool = False) -> dict[str, Any]:
     """Drive one Engine through ``messages`` messages of agent traffic; the RSS samples and their slopes.
 
     With ``partial``, the samples so far are written there (JSON) at every sample, so a run
     stopped before its end still says what it measured.
     """
-    environ = {"VAULTLCM_INDEX_BACKEND": backend} if backend else {}
+    # The vault's configured budget is the engine's: compaction counts, for the next process, a context
+    # at the configured budget, and a 100k-token default would cost every compaction a context six
+    # times the one this agent assembles.
+    environ = {"VAULTLCM_CONTEXT_BUDGET_TOKENS": str(budget)}
+    if backend:
+        environ["VAULTLCM_INDEX_BACKEND"] = backend
+    if inline:
+        environ["VAULTLCM_BACKGROUND_COMPACTION"] = "false"
     Vault.init(root, environ=environ).close()
     samples: list[tuple[int, float]] = []
     anon: list[tuple[int, float]] = []
+    caches: list[tuple[int, dict[str, int]]] = []
     trace_text = ""
     snapshot: tracemalloc.Snapshot | None = None
     t0 = time.perf_counter()
@@ -171,12 +196,13 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
     def sample(i: int) -> None:
         samples.append((i, rss_mib()))
         anon.append((i, anon_mib()))
+        caches.append((i, cache_sizes(engine)))
         if progress:
             print(f"{i:>9,} messages  {samples[-1][1]:8.1f} MiB  (anon {anon[-1][1]:7.1f})  "
                   f"{time.perf_counter() - t0:7.0f} s", file=sys.stderr, flush=True)
         if partial is not None and i:
             data = {**summarize(i, samples, anon, time.perf_counter() - t0), "backend": backend or "default",
-                    "batch": batch, "partial": True}
+                    "batch": batch, "partial": True, "caches": caches}
             partial.write_text(json.dumps(data, indent=1))
 
     with Engine(root, "agent", token_budget=budget, environ=environ) as engine:
@@ -210,6 +236,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
         "backend": backend or "default",
         "batch": batch,
         "rss_end_mib": end_rss,
+        "caches": caches,
         "trace": trace_text,
     }
 
@@ -227,13 +254,27 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=16_000, help="the engine's token budget")
     ap.add_argument("--trace", type=parse_trace, default=None, metavar="A:B",
                     help="print what Python allocated from message A to B and still holds (tracemalloc)")
+    ap.add_argument("--inline", action="store_true",
+                    help="compact in the calling thread (after_turn waits for it), so a profile sees it")
+    ap.add_argument("--profile", type=Path, default=None, metavar="FILE",
+                    help="write a cProfile of the run there (with --inline it covers compaction too)")
     ap.add_argument("--workdir", type=Path, default=None, help="where to build the vault (default: a temp folder)")
     ap.add_argument("--out", type=Path, default=None, help="write the result as JSON")
     args = ap.parse_args()
+    profiler = None
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     with tempfile.TemporaryDirectory(prefix="vaultlcm-engine-mem-", dir=args.workdir) as tmp:
         result = run(Path(tmp) / "vault", args.messages, sample_every=args.sample_every,
                      assemble_every=args.assemble_every, grep_every=args.grep_every, budget=args.budget,
-                     backend=args.backend, batch=args.batch, trace=args.trace, progress=True, partial=args.out)
+                     backend=args.backend, batch=args.batch, trace=args.trace, progress=True, partial=args.out,
+                     inline=args.inline)
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(args.profile)
     result["command"] = "python benchmarks/bench_engine_memory.py " + " ".join(sys.argv[1:])
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,13 @@ def test_a_small_run_samples_rss_and_leaves_a_working_vault(tmp_path: Path) -> N
     assert [n for n, _ in result["samples"]] == [0, 20, 40, 60]
     assert all(mib > 0 for _, mib in result["samples"]) and result["rss_peak_mib"] > 0
     assert result["slope_mib_per_1k"] == result["slope_mib_per_1k"]  # a number, not nan
+    # What the bounded caches hold is sampled with the RSS, and stays within their bounds.
+    from vaultlcm import assembly
+    from vaultlcm.index import query
+
+    assert [n for n, _ in result["caches"]] == [0, 20, 40, 60]
+    last = result["caches"][-1][1]
+    assert 0 < last["chunk_tokens"] <= query.CHUNK_CACHE and 0 < last["decoded_messages"] <= assembly.MESSAGE_CACHE_SIZE
     from vaultlcm import Vault
 
     with Vault(root) as v:

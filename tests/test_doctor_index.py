@@ -128,3 +128,52 @@ def test_lag_does_not_hide_a_document_lost_behind_the_marks(tmp_path: Path, back
         assert "index_behind" not in kinds and "index_caught_up" in kinds and report["clean"]
         assert full_compares
         assert v.indexer.drift() == {"missing": [], "extra": []}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_keeper_holds_nothing_per_summary(tmp_path: Path, backend: str, full_compares: list[int]) -> None:
+    """What the index holds of each summary is a catalog table, not a map in the process: a keeper that
+    followed many compactions holds a few marks per conversation, and a summary edited, added or
+    removed since is still followed (by a join in the catalog, not a full compare)."""
+    make_vault(tmp_path, backend)
+    full_compares.clear()
+    with Vault(tmp_path) as v:
+        v.indexer.ready()
+        assert full_compares == []  # the marks saved by make_vault's close are trusted
+        for k in range(3):
+            v.ingest("c", session(40, offset=90 + 40 * k))
+            v.compact("c", force=True)
+            v.indexer.follow("c")
+        summaries = {r.id for r in v.dag.all("c")}
+        assert len(summaries) > 10
+        held = [len(x) for x in vars(v.indexer).values() if isinstance(x, (dict, list, set))]
+        assert sum(held) <= 2 * len(v.conversations())
+        indexed = dict(v.catalog.execute("SELECT id, hash FROM index_summaries"))
+        assert indexed == {r.id: r.body_hash for r in v.dag.all("c")}
+        assert full_compares == []  # followed from the marks, never by comparing every document
+        assert v.indexer.drift() == {"missing": [], "extra": []}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_marks_of_the_earlier_kind_are_compared_once_then_trusted(tmp_path: Path, backend: str,
+                                                                  full_compares: list[int]) -> None:
+    """Marks saved by a version that kept every summary's hash in the marks file: not trusted (the catalog
+    table may not match them), one full compare rewrites both, the next process follows from the marks."""
+    import json
+
+    make_vault(tmp_path, backend)
+    marks = tmp_path / ".vaultlcm" / "index" / "vaultlcm-marks.json"
+    data = json.loads(marks.read_text())
+    assert "sum_known" not in data
+    data["sum_known"] = {"c": {}}
+    marks.write_text(json.dumps(data))
+    full_compares.clear()
+    with Vault(tmp_path) as v:
+        v.catalog.execute("DROP TABLE index_summaries")  # as an earlier version's catalog would be
+        assert v.grep("step 42")["hits"]
+        assert len(full_compares) == 1
+        assert v.indexer.drift() == {"missing": [], "extra": []}
+    full_compares.clear()
+    with Vault(tmp_path) as v:
+        assert v.grep("step 43")["hits"]
+        assert full_compares == []

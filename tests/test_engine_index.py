@@ -81,3 +81,23 @@ def test_a_long_running_engine_keeps_no_list_of_every_note_it_wrote(tmp_path: Pa
             engine.after_turn()
         assert engine.info()["summaries"] > 5  # compaction wrote notes, many times
         assert engine.vault.dag.journal == []
+
+
+def test_an_engine_gives_freed_memory_back_every_few_thousand_messages(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import platform
+
+    from vaultlcm import engine as engine_module
+
+    calls: list[bool] = []
+    real = engine_module.release_free_memory
+    monkeypatch.setattr(engine_module, "release_free_memory", lambda: calls.append(real()) or calls[-1])
+    monkeypatch.setattr(engine_module, "TRIM_EVERY", 10)
+    with Engine(tmp_path / "v", "agent", settings=Settings(**QUIET)) as engine:
+        for i in range(25):
+            engine.ingest(_msg(i))
+            engine.after_turn()
+        assert engine.vault.grep("marker00024", conversation="agent")["hits"]  # nothing in use was let go
+    assert len(calls) == 2  # at the ends of turns 10 and 20, not on every turn
+    # glibc has malloc_trim; another C library (musl, macOS) keeps its own ways and the call is skipped.
+    assert all(calls) == (platform.libc_ver()[0] == "glibc")

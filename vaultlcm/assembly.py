@@ -78,18 +78,21 @@ CUT_ORDER = "levels"
 ESTIMATE_SLACK = 0
 #: A summary's messages are not even listed when their catalog sizes exceed what is free by this factor.
 RAW_ESTIMATE_MARGIN = 1.25
-#: Decoded messages kept between calls: consecutive turns show mostly the same messages.
-MESSAGE_CACHE_SIZE = 8192
+#: Decoded messages kept between calls: consecutive turns show mostly the same messages (a context of
+#: 100k tokens holds a few hundred; compaction and the tail read the newest again).
+MESSAGE_CACHE_SIZE = 2048
 #: ... and at most this many bytes of their log entries (a decoded message takes about twice its
 #: entry), so a few very large messages cannot make a long-running process hold hundreds of MB.
-MESSAGE_CACHE_BYTES = 16 << 20
+MESSAGE_CACHE_BYTES = 4 << 20
 #: How far back the newest real user message is looked for (catalog rows, newest first).
 TAIL_SEARCH_LIMIT = 5000
 _REPLANS = 6
 _SEARCH_STEPS = 6
 #: A context this close to its budget (or within half a percent) is full enough to stop searching.
 _FILL_TOLERANCE = 16
-_COST_CACHE_SIZE = 50_000
+#: Rendered summary costs kept in this process (about 300 bytes each; the catalog keeps them all): a
+#: context meets a few hundred summaries, and a year of history would otherwise fill 50k entries.
+_COST_CACHE_SIZE = 8192
 _cost_cache: dict[tuple[str, str, str], int] = {}
 _cost_lock = threading.Lock()
 

@@ -21,6 +21,7 @@ messages) is over the budget, it first runs compaction and waits for it.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import threading
@@ -39,6 +40,36 @@ from .vault import Vault
 
 #: Messages an engine stores before it indexes them even without a turn's end (:meth:`Engine.after_turn`).
 INDEX_EVERY = 64
+#: Messages an engine stores between two returns of freed memory to the system (:func:`release_free_memory`).
+TRIM_EVERY = 2048
+
+
+@functools.lru_cache(maxsize=1)
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None where the C library has none."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc: its allocator returns memory by itself, or not at all
+        return None
+
+
+def release_free_memory() -> bool:
+    """Give the C allocator's free pages back to the system; returns whether it could (glibc only).
+
+    A long-running engine allocates and frees in several threads (its compaction thread,
+    the index writer's, the catalog's checkpointer): glibc keeps a heap per thread and
+    keeps what was freed in each for reuse, so without this the resident set is the sum
+    of every heap's high-water mark, which creeps up as history changes the sizes asked
+    for. Memory in use is untouched; the call walks the heaps (a few milliseconds).
+    """
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 @dataclass
@@ -108,6 +139,7 @@ class Engine:
         # 24/7 agent does not keep every finished subagent's engine for the life of the process.
         self._spawned = 0
         self._unindexed = 0
+        self._untrimmed = 0
         self.last_report: CompactionReport | None = None
         self.last_error: str | None = None
 
@@ -149,6 +181,7 @@ class Engine:
         ids = self.vault.ingest(self.conversation, list(messages), format=format)
         with self._lock:
             self._unindexed += len(ids)
+            self._untrimmed += len(ids)
             if self._unindexed >= INDEX_EVERY:
                 self._follow_index()
         return ids
@@ -180,6 +213,11 @@ class Engine:
         """Index the turn, and schedule compaction if the context passed the soft threshold; returns whether it did."""
         with self._lock:
             self._follow_index()
+            trim = self._untrimmed >= TRIM_EVERY
+            if trim:
+                self._untrimmed = 0
+        if trim:
+            release_free_memory()
         budget = self.effective_budget(token_budget)
         if self.active_tokens() <= budget * self.settings.context_threshold:
             return False

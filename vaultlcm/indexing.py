@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 
 
 MARKS_FILE = "vaultlcm-marks.json"
+#: What the index holds of each summary (its body hash), kept in the catalog beside the summaries so a
+#: follow-up finds what changed by a join in SQLite: a long-running process holds nothing per summary.
+#: Trusted only together with the marks (a crash or a new catalog means a full compare, which rewrites it).
+_INDEXED_SUMMARIES = (
+    "CREATE TABLE IF NOT EXISTS index_summaries(id TEXT PRIMARY KEY, conv TEXT NOT NULL, hash TEXT NOT NULL)"
+)
 #: A catch-up missing at least this many documents, and at least half of the index, rebuilds it in bulk.
 BULK_CATCH_UP = 2000
 
@@ -89,9 +95,10 @@ class IndexKeeper:
         self._index: SearchIndex | None = None
         self._caught_up = False
         # What this process has put in the index, per conversation, so that writes made by
-        # other processes (already in the shared catalog) can be followed cheaply.
+        # other processes (already in the shared catalog) can be followed cheaply: the last
+        # message position indexed and the summaries' change counter last seen (what the index
+        # holds of each summary is in the catalog: see _INDEXED_SUMMARIES).
         self._msg_mark: dict[str, int] = {}
-        self._sum_known: dict[str, dict[str, str]] = {}
         self._sum_print: dict[str, str] = {}
         self._marks_dropped = False
 
@@ -139,11 +146,15 @@ class IndexKeeper:
             data = json.loads(self._marks_path.read_text(encoding="utf-8"))
             if data.get("catalog_id") != self.catalog.catalog_id or data.get("count") != index.count():
                 return False
-            self._msg_mark = {str(k): int(v) for k, v in data["msg_mark"].items()}
-            self._sum_print = {str(k): str(v) for k, v in data["sum_gen"].items()}
-            self._sum_known = {str(c): {str(i): str(h) for i, h in m.items()} for c, m in data["sum_known"].items()}
+            msg_mark = {str(k): int(v) for k, v in data["msg_mark"].items()}
+            sum_print = {str(k): str(v) for k, v in data["sum_gen"].items()}
+            # Marks written before the summaries' hashes moved to the catalog carry them here instead:
+            # the table may not match them, so a full compare settles it once.
+            if "sum_known" in data or not self._has_indexed_summaries():
+                return False
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
+        self._msg_mark, self._sum_print = msg_mark, sum_print
         self._caught_up = True
         return True
 
@@ -156,7 +167,6 @@ class IndexKeeper:
             "count": index.count(),
             "msg_mark": self._msg_mark,
             "sum_gen": self._sum_print,
-            "sum_known": self._sum_known,
         }
         try:
             atomic_write(self._marks_path, json.dumps(data, sort_keys=True).encode("utf-8"))
@@ -246,13 +256,35 @@ class IndexKeeper:
             return out
 
     def _set_marks(self) -> None:
+        """After a full compare (or a rebuild) the index holds what the catalog has: mark it so."""
         self._sum_print = {}
         self._msg_mark = {c: int(n or 0) for c, n in self.catalog.execute(
             "SELECT conv, MAX(seq) FROM messages GROUP BY conv")}
-        self._sum_known = {}
-        for sid, conv, h, parent in self.catalog.execute("SELECT id, conv, body_hash, parent FROM summaries"):
-            if parent != "!invalid":
-                self._sum_known.setdefault(conv, {})[sid] = h
+        with self.catalog.transaction() as db:
+            db.execute(_INDEXED_SUMMARIES)
+            db.execute("DELETE FROM index_summaries")
+            db.execute("INSERT INTO index_summaries(id, conv, hash) SELECT id, conv, body_hash FROM summaries "
+                       "WHERE parent IS NOT '!invalid'")
+
+    def _has_indexed_summaries(self) -> bool:
+        return bool(self.catalog.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='index_summaries'"))
+
+    def _summary_changes(self, conv: str) -> tuple[list[str], list[str]]:
+        """Summaries of ``conv`` the index lacks or holds with another body, and those it holds that are gone.
+
+        One join in SQLite over the conversation's summaries (no Python object per summary).
+        """
+        if not self._has_indexed_summaries():  # the catalog was replaced under this process
+            self.catalog.execute(_INDEXED_SUMMARIES)
+        changed = [r[0] for r in self.catalog.execute(
+            "SELECT s.id FROM summaries s LEFT JOIN index_summaries k ON k.id = s.id "
+            "WHERE s.conv = ? AND s.parent IS NOT '!invalid' AND (k.hash IS NULL OR k.hash <> s.body_hash)",
+            (conv,))]
+        gone = [r[0] for r in self.catalog.execute(
+            "SELECT k.id FROM index_summaries k LEFT JOIN summaries s ON s.id = k.id "
+            "WHERE k.conv = ? AND (s.id IS NULL OR s.parent IS '!invalid' OR s.conv <> k.conv)", (conv,))]
+        return changed, gone
 
     def follow(self, conv: str) -> int:
         """Index what reached the catalog for ``conv`` since this process last looked; returns docs added.
@@ -281,18 +313,15 @@ class IndexKeeper:
         generation = summaries_generation(self.catalog, conv)
         if self._sum_print.get(conv) == generation:
             return added
-        self._sum_print[conv] = generation
-        known = self._sum_known.setdefault(conv, {})
-        current = {sid: h for sid, h, parent in self.catalog.execute(
-            "SELECT id, body_hash, parent FROM summaries WHERE conv=?", (conv,)) if parent != "!invalid"}
-        for sid, h in current.items():
-            if known.get(sid) != h:
-                row = self.dag.get(sid)
-                if row is not None:
-                    self.on_summary(row)
-                    added += 1
-        self.on_removed([sid for sid in known if sid not in current])
-        self._sum_known[conv] = current
+        changed, gone = self._summary_changes(conv)
+        for sid in changed:
+            row = self.dag.get(sid)
+            if row is not None:
+                self.on_summary(row)
+                added += 1
+        self.on_removed(gone)
+        if self._caught_up:  # nothing failed: this generation is settled
+            self._sum_print[conv] = generation
         return added
 
     def _drain_queue(self) -> int:
@@ -330,10 +359,12 @@ class IndexKeeper:
             (n,), = self.catalog.execute("SELECT COUNT(*) FROM messages WHERE conv=? AND seq>?",
                                          (conv, self._msg_mark.get(conv, 0)))
             new += int(n)
-            known = self._sum_known.get(conv, {})
-            current = {sid for sid, parent in self.catalog.execute(
-                "SELECT id, parent FROM summaries WHERE conv=?", (conv,)) if parent != "!invalid"}
-            new += len(current - known.keys()) - len(known.keys() - current)
+            _changed, gone = self._summary_changes(conv)
+            # A changed body replaces its document; only new ones add to the count.
+            (fresh,), = self.catalog.execute(
+                "SELECT COUNT(*) FROM summaries s LEFT JOIN index_summaries k ON k.id = s.id "
+                "WHERE s.conv = ? AND s.parent IS NOT '!invalid' AND k.id IS NULL", (conv,))
+            new += int(fresh) - len(gone)
         return new if index.count() + new == self._documents_wanted() else None
 
     def counts_match(self) -> bool:
@@ -392,11 +423,12 @@ class IndexKeeper:
     def on_summary(self, row: "SummaryRow") -> None:
         if self._index is not None:
             self._dirty()
-            self._sum_known.setdefault(row.conv, {})[row.id] = row.body_hash
             try:
                 self._index.add([self._summary_doc(row)])
             except IndexError_:
                 self._caught_up = False
+                return
+            self._record_summaries([(row.id, row.conv, row.body_hash)], [])
 
     def on_removed(self, ids: list[str]) -> None:
         if self._index is not None and ids:
@@ -405,6 +437,18 @@ class IndexKeeper:
                 self._index.remove(ids)
             except IndexError_:
                 self._caught_up = False
+                return
+            self._record_summaries([], [i for i in ids if i.startswith("sum_")])
+
+    def _record_summaries(self, indexed: list[tuple[str, str, str]], removed: list[str]) -> None:
+        """Note in the catalog what the index now holds of these summaries (see :data:`_INDEXED_SUMMARIES`)."""
+        if not self._caught_up:
+            return  # not trusted until the next full compare, which rewrites the table
+        if not self._has_indexed_summaries():
+            self.catalog.execute(_INDEXED_SUMMARIES)
+        with self.catalog.transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO index_summaries(id, conv, hash) VALUES(?, ?, ?)", indexed)
+            db.executemany("DELETE FROM index_summaries WHERE id = ?", [(i,) for i in removed])
 
     def close(self) -> None:
         if self._index is not None:

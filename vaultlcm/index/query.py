@@ -139,7 +139,14 @@ def _stem_lower(word: str) -> str:
     return str(st.stemWord(word))
 
 
-@functools.lru_cache(maxsize=1 << 16)
+#: The tokenizer's caches (words' stems, chunks' tokens) are least-recently-used and small: agent text
+#: repeats a vocabulary of a few thousand words, while its numbers, ids and paths are new with every
+#: message and would fill a larger cache for months (about 600 bytes a chunk with its stems).
+STEM_CACHE = 1 << 13
+CHUNK_CACHE = 1 << 13
+
+
+@functools.lru_cache(maxsize=STEM_CACHE)
 def word_stem(word: str) -> str | None:
     """The English stem of a lower-cased word, or None for a word that is not stemmed.
 
@@ -150,7 +157,7 @@ def word_stem(word: str) -> str | None:
     return _stem_lower(word)
 
 
-@functools.lru_cache(maxsize=1 << 17)  # one lookup per word on the indexing path
+@functools.lru_cache(maxsize=STEM_CACHE)  # one lookup per word on the indexing path
 def stem_token(word: str) -> str | None:
     """The stem token a lower-cased text word yields, or None when it yields none.
 
@@ -197,7 +204,7 @@ def _chunk_tokens(chunk: str) -> tuple[Tokens, int]:
 #: Chunks up to this long are remembered (agent text repeats its words and identifiers); a longer
 #: one (a hash, a run of base64) rarely comes back and would only fill the cache.
 CACHED_CHUNK_CHARS = 48
-_cached_chunk_tokens = functools.lru_cache(maxsize=1 << 16)(_chunk_tokens)
+_cached_chunk_tokens = functools.lru_cache(maxsize=CHUNK_CACHE)(_chunk_tokens)
 
 
 def iter_tokens(text: str) -> Iterator[tuple[str, int, int, int]]:
