@@ -747,7 +747,7 @@ class Assembler:
         alone = overhead = 0
         for _ in range(_REPLANS):
             try:
-                self._fit_tail(conv, tail_budget, tail, hist)
+                cost = self._fit_tail(conv, tail_budget, tail, hist)
             except BudgetTooSmallError as exc:
                 # Say what the caller's budget lacks: the tail as it renders (a repair, the user
                 # message an API wants first) and nothing reserved for the optional system addition.
@@ -761,7 +761,9 @@ class Assembler:
             if reserve and alone <= budget:
                 reserve, with_system = 0, False  # the tail first; the system addition is optional
                 break
-            tail_budget -= alone + reserve - budget
+            # Below what the kept rows cost, by what the render lacks: the rows may sit well under
+            # the tail budget, and a budget lowered only by the excess would keep them all again.
+            tail_budget = min(tail_budget, cost) - (alone + reserve - budget)
         else:
             named = tail.anchor if tail.anchor is not None and tail.anchor in tail.rows else tail.rows[0]
             raise BudgetTooSmallError(conv, budget, named.id, max(alone, budget + 1), tail.anchor in tail.rows)
