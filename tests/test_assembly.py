@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from fakellm import FakeLLM, anthropic_problem, openai_problem
@@ -320,8 +320,22 @@ COMPACTION = st.sampled_from(["force", "soft", "none"])
 FORMATS = st.sampled_from(["anthropic", "openai"])
 
 
+def _call(i: int) -> dict[str, Any]:
+    return {"role": "assistant", "timestamp": "2026-11-01T00:00:00Z",
+            "content": [{"type": "tool_call", "id": f"call_{i}", "name": "run", "arguments": {"cmd": "deploy retry config"}}]}
+
+
 @PROPS
 @given(history=histories(), config=vault_settings, budgets=BUDGETS, compaction=COMPACTION, fmt=FORMATS)
+# No user message, and the tail too big: the oldest call left the tail with its result, but the call, now
+# older than the tail, was history again as well, and was listed twice.
+@example(history=[_call(1), _call(2), _call(3),
+                  {"role": "tool", "timestamp": "2026-11-01T00:00:00Z",
+                   "content": [{"type": "tool_result", "call_id": "call_2", "content": "invoice 8443", "is_error": False}]}],
+         config=Settings(fresh_tail_count=0, leaf_target_tokens=32, leaf_min_messages=1, leaf_max_messages=2,
+                         condensed_min_fanin=2, condensed_max_fanin=2, condensed_target_tokens=40,
+                         context_budget_tokens=2000, background_compaction=False),
+         budgets=[32], compaction="force", fmt="openai")
 def test_assembled_contexts_keep_every_rule(tmp_path_factory: pytest.TempPathFactory, history, config, budgets,
                                             compaction, fmt) -> None:
     run_rules(tmp_path_factory.mktemp("v"), history, config, budgets, compaction, fmt)

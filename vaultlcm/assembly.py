@@ -638,6 +638,10 @@ class Assembler:
                 gone = tail.rows.pop(j)
                 tail.dropped.append(gone)
                 turn_cost -= hist.cost(gone)
+        # What went from the front (no user message holds it) is older than the tail now starts:
+        # history again, which plans it like any older message; listing it as left out too would
+        # show it twice.
+        tail.dropped = [r for r in tail.dropped if r.seq > tail.start]
         if turn_cost > budget:
             raise BudgetTooSmallError(conv, budget, tail.rows[0].id, turn_cost, anchored)
         return turn_cost
