@@ -773,14 +773,9 @@ class Catalog:
         message, and the conversation and log names are shared strings, not one per row.
         """
         shared: dict[str, str] = {}
-        out: dict[str, tuple[str, int, str, str]] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            for mid, conv, seq, h, path in self.execute(
-                    f"SELECT id, conv, seq, hash, path FROM messages WHERE id IN ({','.join('?' * len(chunk))})",
-                    tuple(chunk)):
-                out[mid] = (shared.setdefault(conv, conv), int(seq), h, shared.setdefault(path, path))
-        return out
+        return dict(self._in("SELECT id, conv, seq, hash, path FROM messages WHERE id IN ({})", ids,
+                             lambda r: (r[0], (shared.setdefault(r[1], r[1]), int(r[2]), r[3],
+                                               shared.setdefault(r[4], r[4])))))
 
     def rows_by_ids(self, ids: list[str]) -> dict[str, MessageRow]:
         rows = self._in("SELECT * FROM messages WHERE id IN ({})", ids, lambda r: MessageRow(*r))

@@ -275,16 +275,20 @@ class IndexKeeper:
 
         One join in SQLite over the conversation's summaries (no Python object per summary).
         """
-        if not self._has_indexed_summaries():  # the catalog was replaced under this process
-            self.catalog.execute(_INDEXED_SUMMARIES)
+        gone = self._gone_summaries(conv)
         changed = [r[0] for r in self.catalog.execute(
             "SELECT s.id FROM summaries s LEFT JOIN index_summaries k ON k.id = s.id "
             "WHERE s.conv = ? AND s.parent IS NOT '!invalid' AND (k.hash IS NULL OR k.hash <> s.body_hash)",
             (conv,))]
-        gone = [r[0] for r in self.catalog.execute(
+        return changed, gone
+
+    def _gone_summaries(self, conv: str) -> list[str]:
+        """Summaries of ``conv`` the index holds that the catalog no longer has (or has as invalid)."""
+        if not self._has_indexed_summaries():  # the catalog was replaced under this process
+            self.catalog.execute(_INDEXED_SUMMARIES)
+        return [r[0] for r in self.catalog.execute(
             "SELECT k.id FROM index_summaries k LEFT JOIN summaries s ON s.id = k.id "
             "WHERE k.conv = ? AND (s.id IS NULL OR s.parent IS '!invalid' OR s.conv <> k.conv)", (conv,))]
-        return changed, gone
 
     def follow(self, conv: str) -> int:
         """Index what reached the catalog for ``conv`` since this process last looked; returns docs added.
@@ -359,7 +363,7 @@ class IndexKeeper:
             (n,), = self.catalog.execute("SELECT COUNT(*) FROM messages WHERE conv=? AND seq>?",
                                          (conv, self._msg_mark.get(conv, 0)))
             new += int(n)
-            _changed, gone = self._summary_changes(conv)
+            gone = self._gone_summaries(conv)
             # A changed body replaces its document; only new ones add to the count.
             (fresh,), = self.catalog.execute(
                 "SELECT COUNT(*) FROM summaries s LEFT JOIN index_summaries k ON k.id = s.id "
