@@ -142,9 +142,10 @@ class MessageLog:
         with dir_lock(folder, timeout=self.lock_timeout, what=f"conversation {conv!r}", fallback=fallback):
             yield logs
 
-    def sync(self, conv: str, *, quick: bool = False) -> list[str]:
-        """Catch the catalog up with the logs of ``conv``; returns ids of new or changed messages."""
-        return self.catalog.sync_logs(conv, self.layout.inside(self.layout.logs_dir(conv)), quick=quick)
+    def sync(self, conv: str, *, quick: bool = False, ids: bool = True) -> list[str]:
+        """Catch the catalog up with the logs of ``conv``; returns ids of new or changed messages (see
+        :meth:`Catalog.sync_logs` for ``quick`` and ``ids``)."""
+        return self.catalog.sync_logs(conv, self.layout.inside(self.layout.logs_dir(conv)), quick=quick, ids=ids)
 
     def home_link(self, conv: str) -> str:
         return f"[[{self.layout.relative(self.layout.home_note(conv))[:-3]}|{conv}]]"

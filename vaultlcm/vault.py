@@ -652,7 +652,7 @@ class Vault:
         for conv in self.conversations():
             # Every message is new: read the logs without listing their ids (one per message of the history,
             # held through the notes' sync), then the usual sync finds them up to date.
-            self.catalog.sync_logs(conv, self.layout.inside(self.layout.logs_dir(conv)), ids=False)
+            self.log.sync(conv, ids=False)
             self.sync(conv)
         count = self.indexer.rebuild(progress=progress, backend=backend)
         out: dict[str, Any] = {
