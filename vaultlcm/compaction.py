@@ -555,19 +555,17 @@ class Compactor:
             for r in run
         )
 
-    def _request(self, conv: str, depth: int, items: tuple[SourceItem, ...], previous: str | None = None,
-                 carried: list[str] | None = None) -> SummaryRequest:
+    def _request(self, conv: str, depth: int, items: tuple[SourceItem, ...], carried: list[str],
+                 previous: str | None = None) -> SummaryRequest:
         """The request for a node over ``items``: its target follows the size of the input.
 
         A person's corrections are carried on top of the target: they are kept
         whole, and must not squeeze out the summary (or push it into truncation).
-        ``carried``: :meth:`_required` of ``items``, when the caller has it.
+        ``carried``: :meth:`_required` of ``items`` (the caller finishes the text with them too).
         """
         cap = self.settings.leaf_target_tokens if depth == 0 else self.settings.condensed_target_tokens
         source = source_tokens(items)
         target = target_for(depth, source, cap)
-        if carried is None:
-            carried = self._required(items)
         if carried:
             target = min(max(1, source - 1), target + count_tokens("\n".join(carried)) + 1)
         return SummaryRequest(conversation=conv, depth=depth, items=items, target_tokens=target, previous=previous)
@@ -592,9 +590,9 @@ class Compactor:
             ((c, item.link) for item in items for c in item.corrections),
         )
 
-    def _finish(self, text: str, items: tuple[SourceItem, ...], carried: list[str] | None = None) -> str:
-        """The summary holding every correction its sources carry (and no forged one)."""
-        return enforce(text, self._required(items) if carried is None else carried)
+    def _finish(self, text: str, carried: list[str]) -> str:
+        """The summary holding every correction its sources carry (``carried``, see :meth:`_required`), and no forged one."""
+        return enforce(text, carried)
 
     # -- writing nodes -----------------------------------------------------------------
 
@@ -642,9 +640,9 @@ class Compactor:
         """
         node_id = node_id or make_summary_id(conv, depth, ids)
         carried = self._required(items)  # parsed once: the request's target and the finished text both need it
-        request = self._request(conv, depth, items, self._previous(conv, depth, first_seq), carried)
+        request = self._request(conv, depth, items, carried, self._previous(conv, depth, first_seq))
         result, fallback = self._summarize(request, hard, report, node_id)
-        text = self._finish(result.text, items, carried)
+        text = self._finish(result.text, carried)
         body = note_body(text)
         fm = SummaryFrontmatter(
             id=node_id,
@@ -721,8 +719,9 @@ class Compactor:
             if len(children) != len(row.sources):
                 return None
             items = self._condensed_items(children, refresh=False)
-        result = summarize_with_escalation(self._digest(), self._request(row.conv, row.depth, items))
-        body = note_body(self._finish(result.text, items))
+        carried = self._required(items)
+        result = summarize_with_escalation(self._digest(), self._request(row.conv, row.depth, items, carried))
+        body = note_body(self._finish(result.text, carried))
         return body if body_hash(body) == row.gen_hash else None
 
     def _has_human_below(self, row: SummaryRow) -> bool:
