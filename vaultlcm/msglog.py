@@ -102,7 +102,7 @@ def message_tokens(message: Message) -> int:
     return count_tokens(message.searchable_text()) + 4
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _WriterState:
     """What a writer knew of a conversation right after its own last append had been recorded.
 
