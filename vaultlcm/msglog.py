@@ -152,10 +152,12 @@ class MessageLog:
         self.large_payload_tokens = large_payload_tokens
         self.lock_timeout = lock_timeout
         self.clock = clock
-        #: (folder, logs folder, fallback lock file) per conversation: built once, checked on every use.
-        self._paths: dict[str, tuple[Path, Path, Path]] = {}
+        #: (folder, logs folder, fallback lock file, payload folder) per conversation: built once, checked on every use.
+        self._paths: dict[str, tuple[Path, Path, Path, Path]] = {}
         #: Per conversation, what this writer left behind after its last append (see :class:`_WriterState`).
         self._states: dict[str, _WriterState] = {}
+        #: The path of each day's log by (logs folder, day): built once (a path object costs more than its use).
+        self._day_paths: dict[tuple[Path, str], Path] = {}
 
     @contextmanager
     def lock(self, conv: str) -> Iterator[Path]:
@@ -166,8 +168,8 @@ class MessageLog:
         paths = self._paths.get(conv)
         if paths is None:
             folder = self.layout.conversation_dir(conv)
-            paths = self._paths[conv] = (folder, folder / "logs", self.layout.lock_path(conv))
-        folder, logs, fallback = paths
+            paths = self._paths[conv] = (folder, folder / "logs", self.layout.lock_path(conv), folder / "files")
+        folder, logs, fallback, _files = paths
         self.layout.inside(logs)  # every existing component, the conversation folder too, on every call
         if not os.path.isdir(logs):
             try:
@@ -344,7 +346,7 @@ class MessageLog:
                step: Callable[[], None] | None = None) -> tuple[list[str], dict[str, os.stat_result] | None]:
         """Append the entries; returns the days created and, when the catalog recorded the call, each
         written log's ``stat`` by vault path (None: the catalog catches up on the next sync)."""
-        store = FileStore(self.layout, logs.parent / "files")
+        store = FileStore(self.layout, self._paths[conv][3])
         by_day: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
         for sm in stored:
             by_day[sm.day].append(render_entry_meta(sm, store, count_tokens=count_tokens,
@@ -366,7 +368,11 @@ class MessageLog:
         for day in order:
             blobs = by_day[day]
             # The folder was checked under the lock; the file itself is opened with O_NOFOLLOW.
-            path = logs / f"{day}.md"
+            path = self._day_paths.get((logs, day))
+            if path is None:
+                if len(self._day_paths) > 256:
+                    self._day_paths.clear()
+                path = self._day_paths[(logs, day)] = logs / f"{day}.md"
             try:
                 st = os.lstat(path)
                 size_before, created = st.st_size, False
