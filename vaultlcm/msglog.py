@@ -306,9 +306,9 @@ class MessageLog:
             self.sync(conv)
 
     def _prepare(self, conv: str, incoming: Sequence[Incoming], step: Callable[[], None] | None = None, *,
-                 last: tuple[int, str | None]) -> list[StoredMessage]:
-        """Number and identify ``incoming`` after ``last`` (``(seq, id)`` of the newest message)."""
-        seq, prev = last
+                 last: tuple[int, str | None] | None = None) -> list[StoredMessage]:
+        """Number and identify ``incoming`` after ``last`` (``(seq, id)`` of the newest message; None: ask the catalog)."""
+        seq, prev = self.catalog.last(conv) if last is None else last
         now = self.clock()
         out: list[StoredMessage] = []
         taken: set[str] = set()
