@@ -203,6 +203,8 @@ class MessageLog:
             state = self._states.pop(conv, None)
             # Read before anything below looks at the catalog: a commit by anyone else from here
             # on moves it, so a state built on it can only be found stale, never wrongly fresh.
+            # The connection the version belongs to (a later query may reopen the catalog, see _remember).
+            generation = self.catalog.changes()[0]
             version = self.catalog.data_version()
             logs_mtime: int | None = None
             if reopened or state is None or (logs_mtime := self._unchanged(state, logs, version)) is None:
@@ -223,7 +225,6 @@ class MessageLog:
                 if logs_mtime is not None and state is not None:
                     self._states[conv] = state  # nothing written, nothing learnt: still as true as before
                 return AppendResult([], skipped)
-            generation = self.catalog.changes()[0]
             stored = self._prepare(conv, incoming, step, last=last)
             new_days, recorded = self._write(conv, logs, stored, step)
             if recorded is not None and version is not None:
@@ -262,7 +263,7 @@ class MessageLog:
         """
         changes = self.catalog.changes()
         if changes[0] != generation:
-            return  # the catalog was reopened during the call: its version is another file's
+            return  # the catalog was reopened during the call: the version read first was another file's
         root = os.fspath(self.layout.root)
         files = {f"{root}/{rel}": _file_stamp(st) for rel, st in recorded.items()}
         try:
