@@ -209,6 +209,7 @@ class Catalog:
             db.close()
             raise
         self._ino = self._inode()
+        self._generation = getattr(self, "_generation", 0) + 1
         return db
 
     def _inode(self) -> int | None:
@@ -233,6 +234,24 @@ class Catalog:
             self._db.close()
             self._db = self._open()
         return True
+
+    def data_version(self) -> int | None:
+        """SQLite's ``data_version`` of this connection: it moves whenever another connection commits.
+
+        Together with :meth:`changes` (this connection's own writes), what a writer compares to know
+        the catalog holds exactly what it left there. ``None``: cannot tell.
+        """
+        with self._lock:
+            try:
+                return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error:
+                return None
+
+    def changes(self) -> tuple[int, int, int]:
+        """What moves with every write through this catalog: the connection (reopened when the file was
+        replaced), its count of changed rows and of committed transactions. Costs no query."""
+        with self._lock:
+            return (self._generation, self._db.total_changes, self._commits)
 
     @property
     def catalog_id(self) -> str:
@@ -555,22 +574,24 @@ class Catalog:
             db.execute("DELETE FROM pending WHERE batch=?", (batch,))
 
     def record_append(self, conv: str, writes: list[tuple[str, Path, list[ParsedEntry], tuple[int, bytes] | None]],
-                      seqs: dict[str, int], *, batched: bool = True, new_files: bool = True) -> None:
+                      seqs: dict[str, int], *, batched: bool = True, new_files: bool = True) -> dict[Path, os.stat_result]:
         """Record entries this process just appended (skips re-reading its own write).
 
         Each write is ``(path in the vault, path, entries, tail)``: ``tail`` is ``(size, last
         HEAD_BYTES bytes)`` of the file as the writer left it (None: read them from the file).
         ``batched``: the entries carry a batch mark (a call over several days), so a reader
         may have parked some of them in ``pending``. ``new_files``: the call created a log,
-        so the logs folder changed (its mtime is what a quick sync compares).
+        so the logs folder changed (its mtime is what a quick sync compares). Returns each
+        file's ``stat`` as recorded (what the writer compares on its next call).
         """
+        stats: dict[Path, os.stat_result] = {}
         with self.transaction() as db:
             if batched:
                 # A reader may have seen the first files of this call while it was being written and
                 # put those entries in pending: they are complete now.
                 db.executemany("DELETE FROM pending WHERE id=?", [(i,) for i in seqs])
             for rel, path, entries, tail in writes:
-                st = os.stat(path)
+                st = stats[path] = os.stat(path)
                 head = tail[1] if tail is not None and tail[0] == st.st_size else None
                 if head is None:
                     with path.open("rb") as fh:
@@ -591,6 +612,7 @@ class Catalog:
                     pass
         if any(e.meta.get("thread") for _, _, entries, _ in writes for e in entries):
             self.update_lanes(conv)
+        return stats
 
     # -- order -------------------------------------------------------------------
 
@@ -678,6 +700,11 @@ class Catalog:
         """``(seq, id)`` of the newest message of ``conv`` (``(0, None)`` when empty)."""
         row = self.execute("SELECT seq, id FROM messages WHERE conv=? ORDER BY seq DESC LIMIT 1", (conv,))
         return (int(row[0][0]), str(row[0][1])) if row else (0, None)
+
+    def newest_log(self, conv: str) -> str | None:
+        """The vault path of the newest daily log of ``conv`` the catalog knows (the one a quick sync checks)."""
+        rows = self.execute("SELECT path FROM logs WHERE conv=? ORDER BY path DESC LIMIT 1", (conv,))
+        return str(rows[0][0]) if rows else None
 
     def last_seq(self, conv: str) -> int:
         return self.last(conv)[0]

@@ -92,7 +92,7 @@ class VaultLayout:
         return self.root / CONVERSATIONS_DIR
 
     def conversation_dir(self, conv: str) -> Path:
-        return self.conversations_dir / (_valid_name(conv) if type(conv) is str else validate_conversation_name(conv))
+        return self.conversations_dir / checked_name(conv)
 
     def home_note(self, conv: str) -> Path:
         return self.conversation_dir(conv) / f"{conv}.md"
@@ -182,10 +182,14 @@ class VaultLayout:
         return self
 
 
+def checked_name(conv: str) -> str:
+    """:func:`validate_conversation_name`, remembered for plain strings: every call of an agent's loop,
+    and every path of a call, names the same conversation (an invalid name raises and is never remembered)."""
+    return _remembered_name(conv) if type(conv) is str else validate_conversation_name(conv)
+
+
 @functools.lru_cache(maxsize=1024)
-def _valid_name(conv: str) -> str:
-    """:func:`validate_conversation_name`, remembered: every path of a call is built from the same name
-    (an invalid name raises and is never remembered)."""
+def _remembered_name(conv: str) -> str:
     return validate_conversation_name(conv)
 
 

@@ -28,6 +28,8 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
 
 @contextmanager
 def dir_lock(folder: Path, *, timeout: float, what: str, fallback: Path | None = None) -> Iterator[None]:
@@ -35,8 +37,8 @@ def dir_lock(folder: Path, *, timeout: float, what: str, fallback: Path | None =
 
     Raises :class:`LockTimeoutError` naming ``what`` after ``timeout`` seconds.
     """
-    folder.mkdir(parents=True, exist_ok=True)
     if fcntl is None:  # pragma: no cover - Windows
+        folder.mkdir(parents=True, exist_ok=True)
         from filelock import FileLock, Timeout
 
         lock_file = fallback or folder / ".vaultlcm.lock"
@@ -47,7 +49,11 @@ def dir_lock(folder: Path, *, timeout: float, what: str, fallback: Path | None =
         except Timeout:
             raise LockTimeoutError(_busy(what, timeout)) from None
         return
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fd = os.open(folder, os.O_RDONLY | _DIRECTORY)
+    except FileNotFoundError:  # the usual case (the folder exists) costs no mkdir
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | _DIRECTORY)
     try:
         deadline = time.monotonic() + timeout
         pause = 0.001

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from .catalog import HEAD_BYTES, Catalog, MessageRow
 from .errors import CorruptVaultError, NotFoundError, StorageError, VaultLCMError
@@ -37,7 +38,15 @@ from .formats import Incoming
 from .fsutil import NOFOLLOW, atomic_write, durable_append, fsync_dir, read_file, truncate
 from .layout import VaultLayout
 from .locks import dir_lock
-from .logcodec import ParsedEntry, StoredMessage, day_header, decode_entry, iter_entries, render_entry
+from .logcodec import (
+    ParsedEntry,
+    StoredMessage,
+    day_header,
+    decode_entry,
+    entry_from_render,
+    iter_entries,
+    render_entry_meta,
+)
 from .messages import Message, format_timestamp, make_message_id, parse_timestamp
 from .tokens import count_tokens
 
@@ -93,6 +102,30 @@ def message_tokens(message: Message) -> int:
     return count_tokens(message.searchable_text()) + 4
 
 
+@dataclass(slots=True)
+class _WriterState:
+    """What a writer knew of a conversation right after its own last append had been recorded.
+
+    While the catalog's stamp, the logs folder's mtime and the stat of each file below
+    are unchanged, nobody else wrote to the conversation or its catalog since: the
+    catalog needs no sync, there is nothing to repair, and the newest message is the
+    one this writer wrote last.
+    """
+
+    #: :meth:`Catalog.data_version` and :meth:`Catalog.changes`.
+    catalog: tuple[int, ...]
+    logs_mtime: int
+    #: The newest log the catalog knows and the logs last written (full paths): ``(inode, size, mtime_ns)``.
+    files: dict[str, tuple[int, int, int]]
+    newest: str | None
+    seq: int
+    last_id: str | None
+
+
+def _file_stamp(st: os.stat_result) -> tuple[int, int, int]:
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 @dataclass
 class AppendResult:
     """What an append stored, and how many incoming messages were already in the vault."""
@@ -119,8 +152,12 @@ class MessageLog:
         self.large_payload_tokens = large_payload_tokens
         self.lock_timeout = lock_timeout
         self.clock = clock
-        #: (folder, logs folder, fallback lock file) per conversation: built once, checked on every use.
-        self._paths: dict[str, tuple[Path, Path, Path]] = {}
+        #: (folder, logs folder, fallback lock file, payload folder) per conversation: built once, checked on every use.
+        self._paths: dict[str, tuple[Path, Path, Path, Path]] = {}
+        #: Per conversation, what this writer left behind after its last append (see :class:`_WriterState`).
+        self._states: dict[str, _WriterState] = {}
+        #: The path of each day's log by (logs folder, day): built once (a path object costs more than its use).
+        self._day_paths: dict[tuple[Path, str], Path] = {}
 
     @contextmanager
     def lock(self, conv: str) -> Iterator[Path]:
@@ -131,8 +168,8 @@ class MessageLog:
         paths = self._paths.get(conv)
         if paths is None:
             folder = self.layout.conversation_dir(conv)
-            paths = self._paths[conv] = (folder, folder / "logs", self.layout.lock_path(conv))
-        folder, logs, fallback = paths
+            paths = self._paths[conv] = (folder, folder / "logs", self.layout.lock_path(conv), folder / "files")
+        folder, logs, fallback, _files = paths
         self.layout.inside(logs)  # every existing component, the conversation folder too, on every call
         if not os.path.isdir(logs):
             try:
@@ -161,9 +198,22 @@ class MessageLog:
         if not incoming:
             return AppendResult([])
         with self.lock(conv) as logs:
-            # quick: the state folder was not deleted (else rebuild this conversation from its files)
-            self.catalog.sync_logs(conv, logs, quick=not self.catalog.ensure_current())
-            self._repair(conv)
+            reopened = self.catalog.ensure_current()
+            # Taken out now: it is put back only once this call's own write is recorded.
+            state = self._states.pop(conv, None)
+            # Read before anything below looks at the catalog: a commit by anyone else from here
+            # on moves it, so a state built on it can only be found stale, never wrongly fresh.
+            # The connection the version belongs to (a later query may reopen the catalog, see _remember).
+            generation = self.catalog.changes()[0]
+            version = self.catalog.data_version()
+            logs_mtime: int | None = None
+            if reopened or state is None or (logs_mtime := self._unchanged(state, logs, version)) is None:
+                # quick: the state folder was not deleted (else rebuild this conversation from its files)
+                self.catalog.sync_logs(conv, logs, quick=not reopened)
+                self._repair(conv)
+                last, newest = self.catalog.last(conv), self.catalog.newest_log(conv)
+            else:
+                last, newest = (state.seq, state.last_id), state.newest
             skipped = 0
             if dedupe:
                 have = self.catalog.existing_keys(conv, [i.key for i in incoming if i.key])
@@ -172,10 +222,60 @@ class MessageLog:
                     skipped = len(incoming) - len(kept)
                     incoming = kept
             if not incoming:
+                if logs_mtime is not None and state is not None:
+                    self._states[conv] = state  # nothing written, nothing learnt: still as true as before
                 return AppendResult([], skipped)
-            stored = self._prepare(conv, incoming, step)
-            new_days = self._write(conv, logs, stored, step)
+            stored = self._prepare(conv, incoming, step, last=last)
+            new_days, recorded = self._write(conv, logs, stored, step)
+            if recorded is not None and version is not None:
+                self._remember(conv, logs, stored, newest, recorded, version, generation,
+                               None if new_days else logs_mtime)
             return AppendResult(stored, skipped, new_days)
+
+    def _unchanged(self, state: _WriterState, logs: Path, version: int | None) -> int | None:
+        """The logs folder's mtime when nobody wrote to the conversation's logs or the catalog since
+        ``state`` was taken (``version``: the catalog's :meth:`Catalog.data_version` now); else None.
+
+        Costs what a quick sync's look costs, without its queries: one ``stat`` of the logs
+        folder (a log created or renamed) and one of each file this writer knows (usually one:
+        the day's log). Anything unexpected says None.
+        """
+        if version is None or (version, *self.catalog.changes()) != state.catalog:
+            return None
+        try:
+            logs_mtime = os.stat(logs).st_mtime_ns
+            if logs_mtime != state.logs_mtime:
+                return None
+            for path, stamp in state.files.items():
+                if _file_stamp(os.lstat(path)) != stamp:
+                    return None
+        except OSError:
+            return None
+        return logs_mtime
+
+    def _remember(self, conv: str, logs: Path, stored: list[StoredMessage], newest: str | None,
+                  recorded: dict[str, os.stat_result], version: int, generation: int,
+                  logs_mtime: int | None) -> None:
+        """Keep what this call leaves behind, for the next call's :meth:`_unchanged`.
+
+        ``version`` is the catalog's data version read before this call looked at the catalog, and
+        ``logs_mtime`` the logs folder's mtime seen then (None: look again, this call created a log).
+        """
+        changes = self.catalog.changes()
+        if changes[0] != generation:
+            return  # the catalog was reopened during the call: the version read first was another file's
+        root = os.fspath(self.layout.root)
+        files = {f"{root}/{rel}": _file_stamp(st) for rel, st in recorded.items()}
+        try:
+            if newest is not None and newest not in recorded:
+                files[f"{root}/{newest}"] = _file_stamp(os.lstat(f"{root}/{newest}"))
+            if logs_mtime is None:
+                logs_mtime = os.stat(logs).st_mtime_ns
+        except OSError:
+            return
+        newest = max([newest, *recorded] if newest is not None else recorded)
+        self._states[conv] = _WriterState((version, *changes), logs_mtime, files, newest, stored[-1].seq,
+                                          stored[-1].id)
 
     def _repair(self, conv: str) -> None:
         """Cut off what crashed writers left: torn tails, and batches that never completed."""
@@ -206,9 +306,10 @@ class MessageLog:
         if cut:
             self.sync(conv)
 
-    def _prepare(self, conv: str, incoming: Sequence[Incoming],
-                 step: Callable[[], None] | None = None) -> list[StoredMessage]:
-        seq, prev = self.catalog.last(conv)
+    def _prepare(self, conv: str, incoming: Sequence[Incoming], step: Callable[[], None] | None = None, *,
+                 last: tuple[int, str | None] | None = None) -> list[StoredMessage]:
+        """Number and identify ``incoming`` after ``last`` (``(seq, id)`` of the newest message; None: ask the catalog)."""
+        seq, prev = self.catalog.last(conv) if last is None else last
         now = self.clock()
         out: list[StoredMessage] = []
         taken: set[str] = set()
@@ -243,12 +344,14 @@ class MessageLog:
         return out
 
     def _write(self, conv: str, logs: Path, stored: list[StoredMessage],
-               step: Callable[[], None] | None = None) -> list[str]:
-        store = FileStore(self.layout, logs.parent / "files")
-        by_day: dict[str, list[bytes]] = defaultdict(list)
+               step: Callable[[], None] | None = None) -> tuple[list[str], dict[str, os.stat_result] | None]:
+        """Append the entries; returns the days created and, when the catalog recorded the call, each
+        written log's ``stat`` by vault path (None: the catalog catches up on the next sync)."""
+        store = FileStore(self.layout, self._paths[conv][3])
+        by_day: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
         for sm in stored:
-            by_day[sm.day].append(render_entry(sm, store, count_tokens=count_tokens,
-                                               large_tokens=self.large_payload_tokens))
+            by_day[sm.day].append(render_entry_meta(sm, store, count_tokens=count_tokens,
+                                                    large_tokens=self.large_payload_tokens))
             if step:
                 step()
         # The day holding the call's last message is written last: its presence completes a batch.
@@ -266,7 +369,11 @@ class MessageLog:
         for day in order:
             blobs = by_day[day]
             # The folder was checked under the lock; the file itself is opened with O_NOFOLLOW.
-            path = logs / f"{day}.md"
+            path = self._day_paths.get((logs, day))
+            if path is None:
+                if len(self._day_paths) > 256:
+                    self._day_paths.clear()
+                path = self._day_paths[(logs, day)] = logs / f"{day}.md"
             try:
                 st = os.lstat(path)
                 size_before, created = st.st_size, False
@@ -274,9 +381,8 @@ class MessageLog:
                     self.layout.inside(path)  # refuses it, saying why
             except FileNotFoundError:
                 size_before, created = 0, True
-            blob = b"".join(blobs)
-            if created:
-                blob = day_header(conv, day, self.home_link(conv)) + blob
+            header = day_header(conv, day, self.home_link(conv)) if created else b""
+            blob = header + b"".join(data for data, _meta in blobs)
             try:
                 start = durable_append(path, blob)
             except BaseException as exc:
@@ -290,17 +396,21 @@ class MessageLog:
             if created:
                 new_days.append(day)
             rel = f"{rel_logs}/{day}.md"
-            entries = [e for e in iter_entries(blob, path=rel, base_offset=start) if isinstance(e, ParsedEntry)]
+            # What parsing the blob back would find, without parsing it: each entry where it was written.
+            entries, offset = [], start + len(header)
+            for data, meta in blobs:
+                entries.append(entry_from_render(data, meta, offset))
+                offset += len(data)
             # The file now ends with this blob (we hold the lock): its last bytes need not be read back.
             tail = (start + len(blob), blob[-HEAD_BYTES:]) if len(blob) >= HEAD_BYTES else None
             writes.append((rel, path, entries, tail))
         # Durable: the call has succeeded. Derived state follows, and catches up by itself if this fails.
         try:
-            self.catalog.record_append(conv, writes, {sm.id: sm.seq for sm in stored},
-                                       batched=stored[0].batch is not None, new_files=bool(new_days))
+            stats = self.catalog.record_append(conv, writes, {sm.id: sm.seq for sm in stored},
+                                               batched=stored[0].batch is not None, new_files=bool(new_days))
         except (VaultLCMError, OSError):
-            pass
-        return new_days
+            return new_days, None
+        return new_days, {rel: stats[path] for rel, path, _entries, _tail in writes}
 
     def _roll_back(self, done: list[tuple[Path, int, bool]]) -> None:
         for path, start, created in reversed(done):

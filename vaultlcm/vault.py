@@ -26,7 +26,7 @@ from .errors import GitError, InputFormatError, NotFoundError, StorageError, Usa
 from .formats import Incoming
 from .fsutil import read_file
 from .ingest import IngestReport, incoming_from_api, incoming_from_document, redact_incoming
-from .layout import InitReport, VaultLayout, choose_state_dir, init_vault
+from .layout import InitReport, VaultLayout, checked_name, choose_state_dir, init_vault
 from .messages import Message
 from .msglog import MessageLog
 from .names import validate_conversation_name
@@ -149,7 +149,7 @@ class Vault:
         With ``dedupe``, messages already stored by an earlier call with the same list
         are not stored again (their existing ids are returned).
         """
-        conv = validate_conversation_name(conversation)
+        conv = checked_name(conversation)
         self._require_writable("ingest")
         incoming = incoming_from_api(messages, conv, keyed=dedupe, format=format)
         return self._store(conv, incoming, dedupe=dedupe, fmt=format).ids
