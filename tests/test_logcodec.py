@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -16,8 +17,10 @@ from vaultlcm.logcodec import (
     StoredMessage,
     TornTail,
     decode_entry,
+    entry_from_render,
     iter_entries,
     render_entry,
+    render_entry_meta,
 )
 from vaultlcm.messages import Message
 from vaultlcm.tokens import count_tokens
@@ -326,3 +329,44 @@ def test_missing_final_newline_after_an_entry_is_not_an_edit() -> None:
     (entry,) = list(iter_entries(data, path="t.md"))
     assert isinstance(entry, ParsedEntry) and not entry.edited
     assert decode_entry(entry, MemStore()) == msg
+
+
+stored_messages = st.builds(
+    lambda m, seq, at, prev, key, batch, lane, thread: StoredMessage(
+        m, "c", seq, at, 1, prev=prev, key=key, batch=batch, lane=lane, thread=thread),
+    messages,
+    st.integers(1, 10**9),
+    st.datetimes(timezones=st.just(UTC)),
+    st.none() | st.text(max_size=20),
+    st.none() | st.text(max_size=20),
+    st.none() | st.tuples(st.text(max_size=8), st.integers(1, 99), st.integers(1, 99)).map(list),
+    st.sampled_from([None, "side", "line"]),
+    st.none() | st.dictionaries(st.sampled_from(["uuid", "parentUuid", "agentId"]), st.text(max_size=12), max_size=3),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(stored_messages, min_size=1, max_size=4), st.binary(max_size=40))
+def test_a_writer_knows_what_parsing_its_entries_back_would_find(sms: list[StoredMessage], before: bytes) -> None:
+    """The writer records its own entries from what it rendered (entry_from_render) instead of parsing them
+    again: the catalog must get exactly what a later parse of the file gives, wherever the entries start."""
+    store = MemStore()
+    head = b"---\nfrontmatter: x\n---\n\n# title\n\n" + before.replace(b"\r", b"") + b"\n\n"
+    blob, made = head, []
+    for i, sm in enumerate(sms):
+        sm = StoredMessage(sm.message.model_copy(update={"id": f"m-{i}"}), sm.conversation, sm.seq, sm.at,
+                           sm.tokens, prev=sm.prev, key=sm.key, batch=sm.batch, lane=sm.lane, thread=sm.thread)
+        data, meta = render_entry_meta(sm, store, count_tokens=count_tokens, large_tokens=25_000)
+        assert data == render_entry(sm, store, count_tokens=count_tokens, large_tokens=25_000)
+        made.append(entry_from_render(data, meta, len(blob)))
+        blob += data
+    parsed = [e for e in iter_entries(blob, path="t.md") if isinstance(e, ParsedEntry)]
+    assert [replace(e, line=0) for e in parsed[-len(made):]] == made
+
+
+@given(st.datetimes())
+def test_log_days_and_titles_render_any_date_as_strftime_does(at: datetime) -> None:
+    sm = StoredMessage(Message(id="m-1", role="user", content=[]), "c", 1, at, 1)
+    assert sm.day == at.strftime("%Y-%m-%d")
+    data = render_entry(sm, MemStore(), count_tokens=count_tokens, large_tokens=25_000)
+    assert f"{at.strftime('%Y-%m-%d %H:%M:%S')}".encode() in data
