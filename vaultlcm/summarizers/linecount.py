@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from ..tokens import count_tokens, count_tokens_unshared
+from ..tokens import count_tokens, count_tokens_unshared, encoding
 
 #: A newline followed by a printable, non-space ASCII character: the pre-tokenizer always cuts after it.
 _SEAM = re.compile(r"\n(?=[!-~])")
@@ -78,6 +78,11 @@ def count_mostly_known(text: str) -> int:
     for a context: its lines were sized while it was packed), only the new pieces are
     tokenized; a text that is new throughout is counted in one call, the cheapest way.
     Exact either way (see the module docstring).
+
+    The new pieces (a block's header, its last line) go to the table directly, not through
+    a :func:`~vaultlcm.tokens.remembering` block's store: asking the store for each would
+    cost a query apiece, and pieces are remembered only where this process sized notes itself
+    (with the table loaded).
     """
     if "\n" not in text:
         return count_piece(text)
@@ -87,4 +92,6 @@ def count_mostly_known(text: str) -> int:
     new = sum(len(p) for p in pieces if p not in _young and p not in _old)
     if 2 * new > len(text):
         return count_tokens(text)
-    return sum(map(count_piece, pieces))
+    enc = encoding()
+    return sum(count_piece(p) if p in _young or p in _old else len(enc.encode(p, disallowed_special=()))
+               for p in pieces)
