@@ -13,7 +13,8 @@
 * the facts looked for only when asked are what their patterns find, and cleaning and splitting
   a line skip their scans only where the scans find nothing;
 * a text counted line by line (cut where the pre-tokenizer always cuts) has the
-  count of the whole text, whatever its line endings, white space and scripts;
+  count of the whole text, whatever its line endings, white space and scripts, and so has
+  a summary's block counted by the lines remembered from packing it;
 * bounding a summary's input skips counting only when the texts surely fit;
 * shortening a sentence without scoring the clauses too long to keep keeps the same clauses;
 * a note's plain frontmatter strings are written as the JSON escaping would write them;
@@ -34,8 +35,8 @@ from vaultlcm import Vault, compaction, summary_notes
 from vaultlcm.logparts import json_text
 from vaultlcm.summarizers import facts, phrases
 from vaultlcm.summarizers.base import SourceItem, bound_items, source_tokens
-from vaultlcm.summarizers.linecount import count_by_lines, count_piece
-from vaultlcm.tokens import count_tokens, encoding
+from vaultlcm.summarizers.linecount import count_by_lines, count_mostly_known, count_piece
+from vaultlcm.tokens import count_tokens, count_tokens_unshared, encoding
 
 GATES = {f"{mod.__name__}.{name}": g for mod in (facts, phrases) for name, g in vars(mod).items()
          if isinstance(g, facts.Gated)}
@@ -149,7 +150,7 @@ def test_the_ident_scan_finds_what_the_plain_pattern_finds(text: str) -> None:
 @given(st.lists(st.text(max_size=30), max_size=8))
 def test_remembered_pieces_count_as_the_whole(texts: list[str]) -> None:
     for t in texts + texts:  # the second time from the memo
-        assert count_piece(t) == len(encoding().encode(t, disallowed_special=()))
+        assert count_piece(t) == count_tokens_unshared(t) == len(encoding().encode(t, disallowed_special=()))
 
 
 def test_remembered_pieces_survive_their_generations(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -189,6 +190,20 @@ LINE_PIECES = ["\n", "\n\n", "\r\n", "\r", " ", "  ", "\t", "\x0b", "\x0c", "\x8
 @example("x \n\n \n-y\r\n'z")
 def test_counting_by_lines_is_counting_the_whole(text: str) -> None:
     assert count_by_lines(text) == len(encoding().encode(text, disallowed_special=()))
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(LINE_PIECES), st.text(max_size=6)), max_size=40).map("".join),
+       st.lists(st.one_of(st.sampled_from(LINE_PIECES), st.text(max_size=6)), max_size=12).map("".join),
+       st.booleans())
+@example("- a [[x|↗]]\n### Done\n- b", '<summary id="sum_1" kind="leaf">', True)
+def test_a_block_around_known_lines_counts_as_the_whole(body: str, header: str, known_first: bool) -> None:
+    """Counted by its remembered lines (a note this process wrote, rendered in its block) or whole: the same."""
+    if known_first:
+        count_by_lines(body)  # its lines are remembered, as after packing the note
+    block = f"{header}\n{body.rstrip()}\n</summary>"
+    assert count_mostly_known(block) == len(encoding().encode(block, disallowed_special=()))
+    assert count_mostly_known(body) == len(encoding().encode(body, disallowed_special=()))
 
 
 @hsettings(max_examples=100, deadline=None)

@@ -55,6 +55,7 @@ from .dag import Dag, SummaryRow, summaries_generation
 from .errors import BudgetTooSmallError, NotFoundError
 from .messages import Message
 from .msglog import MessageLog
+from .summarizers.linecount import count_mostly_known
 from .settings import Settings
 from .threads import MAIN
 from .tokens import count_tokens, remembering
@@ -127,8 +128,12 @@ def run_tokens(item_costs: list[int]) -> int:
 
 
 def summary_item_cost(row: SummaryRow) -> int:
-    """Tokens a summary adds to the user message of its run (its block and the blank line before it)."""
-    return count_tokens(render_summary(row)) + 1
+    """Tokens a summary adds to the user message of its run (its block and the blank line before it).
+
+    Counted by the block's lines when this process sized most of them already (the
+    writer priming the notes it just made), else whole: the same count.
+    """
+    return count_mostly_known(render_summary(row)) + 1
 
 
 #: ``count_tokens`` of :data:`SUMMARY_PREAMBLE` and of :data:`SYSTEM_ADDITION` (checked by the tests),

@@ -255,6 +255,16 @@ def count_tokens(text: str) -> int:
     return hit
 
 
+def count_tokens_unshared(text: str) -> int:
+    """:func:`count_tokens` without the shared cache, for a caller that remembers counts itself.
+
+    The shared cache hashes every text and keeps it under a lock; a caller with its own memo
+    (:func:`~vaultlcm.summarizers.linecount.count_piece`) would pay that for nothing. Inside a
+    :func:`remembering` block the store is still asked first, as by :func:`count_tokens`.
+    """
+    return _count(text) if text else 0
+
+
 def truncate_to_tokens(text: str, max_tokens: int) -> str:
     """The longest prefix of ``text`` that is at most ``max_tokens`` tokens."""
     if max_tokens <= 0:

@@ -4,8 +4,8 @@ A digest sizes the note it is building again and again (each candidate body,
 the source of every node, a child's body when its parent is built); each of
 those texts is new, but its lines are not. :func:`count_by_lines` cuts a text
 where the ``cl100k_base`` pre-tokenizer always cuts, counts each piece (short
-pieces are remembered by :func:`~vaultlcm.tokens.count_tokens`) and adds the
-counts up: the same number as counting the whole text, for any text.
+pieces are remembered by :func:`count_piece`, long ones by the shared cache of
+:func:`~vaultlcm.tokens.count_tokens`) and adds the counts up: the same number as counting the whole text, for any text.
 
 Why the cut is exact: tiktoken splits text into pieces with one regular
 expression (no look-behind) and merges tokens only inside a piece. At a
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from ..tokens import count_tokens
+from ..tokens import count_tokens, count_tokens_unshared, encoding
 
 #: A newline followed by a printable, non-space ASCII character: the pre-tokenizer always cuts after it.
 _SEAM = re.compile(r"\n(?=[!-~])")
@@ -54,9 +54,9 @@ def count_piece(text: str) -> int:
         return hit
     hit = _old.get(text)
     if hit is None:
-        hit = count_tokens(text)
         if len(text) > PIECE_MAX_CHARS:
-            return hit
+            return count_tokens(text)  # not remembered here: the shared cache keeps it
+        hit = count_tokens_unshared(text)  # remembered below: hashing it for the shared cache buys nothing
     if len(_young) >= PIECE_MEMO_SIZE:
         _young, _old = {}, _young
     _young[text] = hit
@@ -69,3 +69,29 @@ def count_by_lines(text: str) -> int:
         return count_piece(text)
     *parts, last = _SEAM.split(text)  # each cut takes its newline away: it goes back on the part before
     return sum(count_piece(part + "\n") for part in parts) + count_piece(last)
+
+
+def count_mostly_known(text: str) -> int:
+    """``count_tokens(text)``, by its pieces when most of the text is in remembered pieces, else whole.
+
+    For a text that wraps lines counted before (a note this process just wrote, rendered
+    for a context: its lines were sized while it was packed), only the new pieces are
+    tokenized; a text that is new throughout is counted in one call, the cheapest way.
+    Exact either way (see the module docstring).
+
+    The new pieces (a block's header, its last line) go to the table directly, not through
+    a :func:`~vaultlcm.tokens.remembering` block's store: asking the store for each would
+    cost a query apiece, and pieces are remembered only where this process sized notes itself
+    (with the table loaded).
+    """
+    if "\n" not in text:
+        return count_piece(text)
+    *parts, last = _SEAM.split(text)
+    pieces = [part + "\n" for part in parts]
+    pieces.append(last)
+    new = sum(len(p) for p in pieces if p not in _young and p not in _old)
+    if 2 * new > len(text):
+        return count_tokens(text)
+    enc = encoding()
+    return sum(count_piece(p) if p in _young or p in _old else len(enc.encode(p, disallowed_special=()))
+               for p in pieces)
