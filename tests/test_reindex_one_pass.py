@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from vaultlcm import Settings, Vault
+from vaultlcm.catalog import entry_hash
 from vaultlcm.indexing import entry_doc, message_doc
 from vaultlcm.logcodec import ParsedEntry, iter_entries
 from vaultlcm.msglog import FileStore
@@ -57,7 +58,7 @@ def _index_matches_catalog(v: Vault) -> int:
     for log in sorted(v.layout.logs_dir(conv).glob("*.md")):
         for e in iter_entries(log.read_bytes(), path=log.name):
             if isinstance(e, ParsedEntry) and e.id in rows and rows[e.id][1] == int(e.meta.get("seq") or 0):
-                got[e.id] = entry_doc(conv, e, store)
+                got[e.id] = entry_doc(conv, e, entry_hash(e.raw), store)
     assert got == {i: d for i, d in want.items() if i in got}
     return len(hits)
 
@@ -77,6 +78,7 @@ def test_reindex_in_one_pass_indexes_what_the_catalog_holds(tmp_path: Path, back
         after = sorted((h.id, h.seq) for h in v.indexer.ready().search("step", limit=1000, sort="oldest"))
         assert after == before
         assert v.catalog.execute("SELECT COUNT(*) FROM reindex_queue")[0][0] == 0
+        assert v.catalog.execute("PRAGMA cache_size") == [(-2000,)]  # the rebuild's larger cache is given back
         # The summaries are indexed too (drift above compares them by hash).
         assert out["summaries"] > 0 and v.indexer.counts_match()
 

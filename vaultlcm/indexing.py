@@ -67,14 +67,14 @@ def _message_doc(msg_id: str, conv: str, at: str, role: str, content_hash: str, 
     )
 
 
-def entry_doc(conv: str, entry: "ParsedEntry", store: "PayloadStore") -> IndexDoc:
-    """The document of a message read from its log entry, as :func:`message_doc` makes it from its
-    catalog row: the row holds what the entry's mark says, at the position its writer gave it."""
-    from .catalog import entry_hash
+def entry_doc(conv: str, entry: "ParsedEntry", content_hash: str, store: "PayloadStore") -> IndexDoc:
+    """The document of a message read from its log entry (``content_hash``: its hash in the catalog), as
+    :func:`message_doc` makes it from its catalog row: the row holds what the entry's mark says, at the
+    position its writer gave it."""
     from .logcodec import decode_entry
 
     m = entry.meta
-    return _message_doc(m["id"], conv, m["at"], m["role"], entry_hash(entry.raw), int(m.get("seq") or 0),
+    return _message_doc(m["id"], conv, m["at"], m["role"], content_hash, int(m.get("seq") or 0),
                         decode_entry(entry, store))
 
 
@@ -220,8 +220,8 @@ class IndexKeeper:
             store = FileStore(self.layout, self.layout.files_dir(conv))
             stored = 0
             for entries in self.catalog.rebuild_logs(conv, self.layout.inside(self.layout.logs_dir(conv))):
-                for entry in entries:
-                    yield entry_doc(conv, entry, store)
+                for entry, content_hash in entries:
+                    yield entry_doc(conv, entry, content_hash, store)
                 stored += len(entries)
             if not self.catalog.at_writer_positions(conv, stored):
                 raise _PositionsMoved(f"conversation {conv!r}: positions restored after its logs were read")
@@ -454,18 +454,19 @@ class IndexKeeper:
         index = open_index(backend or self.settings.index_backend, self.layout.index_dir, reset=True)
         self._index = index
         count = None
-        if not logs_read:
-            try:
-                # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
-                count = index.rebuild(self._rebuilt_docs(), progress=progress, unique=True)
-            except _PositionsMoved:
-                # The catalog settled every conversation read so far: index from it. Every message of the
-                # others is new, so their logs are read without listing the ids (one per message).
-                for conv in self.conversations():
-                    self.log.sync(conv, ids=False)
-        if count is None:
-            self.catalog.execute("DELETE FROM reindex_queue")
-            count = index.rebuild(self.all_docs(), progress=progress, unique=True)
+        with self.catalog.bulk():
+            if not logs_read:
+                try:
+                    # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
+                    count = index.rebuild(self._rebuilt_docs(), progress=progress, unique=True)
+                except _PositionsMoved:
+                    # The catalog settled every conversation read so far: index from it. Every message of the
+                    # others is new, so their logs are read without listing the ids (one per message).
+                    for conv in self.conversations():
+                        self.log.sync(conv, ids=False)
+            if count is None:
+                self.catalog.execute("DELETE FROM reindex_queue")
+                count = index.rebuild(self.all_docs(), progress=progress, unique=True)
         self.catalog.execute("DELETE FROM reindex_queue")
         self._caught_up = True
         self._set_marks()
