@@ -340,6 +340,62 @@ class Catalog:
         record what they wrote here). ``ids=False`` returns none: a rebuild, where every
         message is new and a list of them would hold an id per message of the history.
         """
+        changed: list[str] = []
+        with self._lock:  # one sync at a time in this process, as a whole
+            for got, _stored in self._sync_logs(conv, logs_dir, quick=quick):
+                if ids:
+                    changed += got
+        return changed
+
+    def rebuild_logs(self, conv: str, logs_dir: Path) -> Iterator[list[tuple[ParsedEntry, str]]]:
+        """Read every log of ``conv`` into the (reset) catalog, yielding each log's entries stored as messages
+        (with their hashes).
+
+        What a rebuild of the index reads instead of reading every message again
+        (one parse per log). An entry is yielded once its row is committed, at the
+        position its writer gave it (``seq`` in its mark); the order is settled
+        after the last log, so :meth:`at_writer_positions` tells whether those
+        positions stood. Entries not stored as messages (duplicates, parts of an
+        incomplete batch) are not yielded.
+        """
+        for _got, stored in self._sync_logs(conv, logs_dir, quick=False, queue=False):
+            yield stored
+
+    @contextmanager
+    def bulk(self, cache_mb: int = 64) -> Iterator[None]:
+        """A larger page cache while a rebuild runs, the default again after it.
+
+        The catalog's keys are random ids (messages, links, coverage): with SQLite's default
+        2 MB cache, nearly every insert into a history of a million messages reads its
+        b-tree pages back from the file, so the rebuild's cost per message grew with it.
+        """
+        with self._lock:
+            (before,), = self._db.execute("PRAGMA cache_size").fetchall()
+            self._db.execute(f"PRAGMA cache_size=-{int(cache_mb) * 1024}")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._db.execute(f"PRAGMA cache_size={int(before)}")
+
+    def at_writer_positions(self, conv: str, stored: int) -> bool:
+        """Whether ``conv`` holds exactly ``stored`` messages, each at the position its writer gave it.
+
+        After :meth:`rebuild_logs` yielded ``stored`` entries: true when they are the
+        conversation's messages as the catalog has them (no batch released from
+        ``pending``, no order restored by :meth:`_settle`).
+        """
+        (count,), = self.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,))
+        if count != stored:
+            return False
+        return not self.execute("SELECT 1 FROM messages m JOIN links l ON l.id = m.id "
+                                "WHERE m.conv=? AND m.seq <> l.wseq LIMIT 1", (conv,))
+
+    def _sync_logs(self, conv: str, logs_dir: Path, *, quick: bool,
+                   queue: bool = True) -> Iterator[tuple[list[str], list[tuple[ParsedEntry, str]]]]:
+        """:meth:`sync_logs`, one log at a time: the changed ids of each log synced, and its entries stored
+        as messages. The catalog's lock is taken for each log, not held across the yields. ``queue=False``:
+        new rows are not queued for the index (a rebuild, which indexes them all)."""
         key = f"logs_dir_mtime:{conv}"
         try:
             dir_mtime = str(logs_dir.stat().st_mtime_ns)
@@ -381,33 +437,34 @@ class Catalog:
                             db.execute("DELETE FROM pending WHERE path=?", (rel,))
                             db.execute("DELETE FROM logs WHERE path=?", (rel,))
                             db.execute("DELETE FROM problems WHERE path=?", (rel,))
-            changed: list[str] = []
-            new_rows = False
-            for rel, path in sorted(on_disk.items()):
-                try:
-                    st = path.stat()
-                except FileNotFoundError:
-                    continue
-                row = known.get(rel)
-                if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns:
-                    continue
-                got, fresh = self._sync_file(conv, rel, Path(path), row)
-                if ids:
-                    changed += got
-                new_rows = new_rows or fresh
+        new_rows = False
+        for rel, path in sorted(on_disk.items()):
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            row = known.get(rel)
+            if row is not None and row[1] == st.st_size and row[2] == st.st_mtime_ns:
+                continue
+            with self._lock:
+                got, fresh, stored = self._sync_file(conv, rel, Path(path), row, queue=queue)
+            new_rows = new_rows or fresh
+            yield got, stored
+        with self._lock:
             if new_rows:
                 self._settle(conv)
             if not quick:
                 self.set_meta(key, dir_mtime)
-        return changed
 
-    def _sync_file(self, conv: str, rel: str, path: Path, row: tuple[Any, ...] | None) -> tuple[list[str], bool]:
-        """Parse what changed in one log; returns changed ids and whether rows were added or removed."""
+    def _sync_file(self, conv: str, rel: str, path: Path, row: tuple[Any, ...] | None, *,
+                   queue: bool = True) -> tuple[list[str], bool, list[tuple[ParsedEntry, str]]]:
+        """Parse what changed in one log; returns changed ids, whether rows were added or removed, and the
+        entries stored as new messages (with their hashes)."""
         try:
             data = path.read_bytes()
             st = path.stat()
         except OSError:
-            return [], False
+            return [], False, []
         start = 0
         if row is not None:
             parsed, head = row[3], row[4]
@@ -460,17 +517,19 @@ class Catalog:
                     detail = f"{rel}:{e.line}: message {e.id} was edited in the raw log (logs are append-only)"
                     db.execute("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,?,?)",
                                (rel, conv, "log_edit", detail))
-            self._insert(db, conv, rel, entries, known_ids=set(old))
+            stored = self._insert(db, conv, rel, entries, known_ids=set(old), queue=queue)
             db.execute(
                 "INSERT OR REPLACE INTO logs(path, conv, size, mtime_ns, parsed, head_hash, torn) VALUES(?,?,?,?,?,?,?)",
                 (rel, conv, st.st_size, st.st_mtime_ns, parsed, _head_hash(data[max(0, parsed - HEAD_BYTES) : parsed]),
                  int(torn_at is not None)),
             )
-        return changed, bool(entries) or bool(old)
+        return changed, bool(entries) or bool(old), stored
 
     def _insert(self, db: sqlite3.Connection, conv: str, rel: str, entries: list[ParsedEntry], *,
-                known_ids: set[str] = frozenset(), seqs: dict[str, int] | None = None) -> None:  # type: ignore[assignment]
-        """Insert entries as messages (or as pending, for an incomplete batch)."""
+                known_ids: set[str] = frozenset(), seqs: dict[str, int] | None = None,  # type: ignore[assignment]
+                queue: bool = True) -> list[tuple[ParsedEntry, str]]:
+        """Insert entries as messages (or as pending, for an incomplete batch); returns those stored as new
+        messages with their hashes (not the pending ones, nor those whose id was taken)."""
         refs = [(name, conv, rel, e.meta["id"]) for e in entries for name in _payload_names(e.meta)]
         if refs:
             db.executemany("INSERT INTO payload_refs(name, conv, path, msg_id) VALUES(?,?,?,?)", refs)
@@ -488,21 +547,23 @@ class Catalog:
                                         "hash": entry_hash(e.raw)})))
                 continue
             rows.append((e, entry_hash(e.raw)))
-        self._insert_rows(db, conv, rel, rows, known_ids=known_ids, seqs=seqs)
+        stored = self._insert_rows(db, conv, rel, rows, known_ids=known_ids, seqs=seqs, queue=queue)
         if seqs is None:
             self._release_batches(db, conv)
+        return stored
 
     def _insert_rows(self, db: sqlite3.Connection, conv: str, rel: str, rows: list[tuple[ParsedEntry, str]], *,
-                     known_ids: set[str], seqs: dict[str, int] | None) -> None:
+                     known_ids: set[str], seqs: dict[str, int] | None,
+                     queue: bool = True) -> list[tuple[ParsedEntry, str]]:
         """Insert ``(entry, hash)`` rows as messages: new ids a statement per table for them all
-        (a whole daily log during a rebuild), ids seen before one by one (:meth:`_insert_row`)."""
-        known_all = seqs is not None  # this process wrote them (record_append)
+        (a whole daily log during a rebuild), ids seen before one by one (:meth:`_insert_row`).
+        Returns the rows stored (an id already taken is not)."""
+        known_all = seqs is not None or not queue  # this process wrote them (record_append), or a rebuild
         seqs = seqs or {}
         if len(rows) < 8:  # an ingest call: no need for the look-up below
-            for e, h in rows:
-                self._insert_row(db, conv, rel, e.start, e.end, h, e.meta, seq=seqs.get(e.meta["id"]),
-                                 known=known_all or e.meta["id"] in known_ids)
-            return
+            return [(e, h) for e, h in rows
+                    if self._insert_row(db, conv, rel, e.start, e.end, h, e.meta, seq=seqs.get(e.meta["id"]),
+                                        known=known_all or e.meta["id"] in known_ids)]
         ids = [e.meta["id"] for e, _h in rows]
         taken = set(self._in("SELECT id FROM messages WHERE id IN ({})", ids, lambda r: r[0]))
         fresh: list[tuple[ParsedEntry, str]] = []
@@ -533,12 +594,16 @@ class Catalog:
             db.executemany("INSERT OR REPLACE INTO links(id, conv, wseq, prev, slane, thread) VALUES(?,?,?,?,?,?)",
                            links)
             db.executemany("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", queued)
+        stored = fresh
         for e, h in again:
-            self._insert_row(db, conv, rel, e.start, e.end, h, e.meta, seq=seqs.get(e.meta["id"]),
-                             known=known_all or e.meta["id"] in known_ids)
+            if self._insert_row(db, conv, rel, e.start, e.end, h, e.meta, seq=seqs.get(e.meta["id"]),
+                                known=known_all or e.meta["id"] in known_ids):
+                stored.append((e, h))
+        return stored
 
     def _insert_row(self, db: sqlite3.Connection, conv: str, rel: str, start: int, end: int, h: str,
-                    m: dict[str, Any], *, seq: int | None, known: bool) -> None:
+                    m: dict[str, Any], *, seq: int | None, known: bool) -> bool:
+        """Insert one message row; False when its id is taken (a second copy is noted in ``duplicates``)."""
         wseq = int(m.get("seq") or 0)
         # ``covered``: a summary synced before its sources (a rebuilt catalog) already covers it.
         cur = db.execute(
@@ -551,13 +616,14 @@ class Catalog:
             existing = db.execute("SELECT path, start FROM messages WHERE id=?", (m["id"],)).fetchone()
             if existing != (rel, start):
                 db.execute("INSERT INTO duplicates(id, path, start) VALUES(?,?,?)", (m["id"], rel, start))
-            return
+            return False
         thread = m.get("thread")
         db.execute("INSERT OR REPLACE INTO links(id, conv, wseq, prev, slane, thread) VALUES(?,?,?,?,?,?)",
                    (m["id"], conv, wseq, m.get("prev"), m.get("lane"),
                     json.dumps(thread, sort_keys=True) if thread else None))
         if not known:
             db.execute("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", (m["id"],))
+        return True
 
     def _release_batches(self, db: sqlite3.Connection, conv: str) -> None:
         """Move complete batches (see the module docstring) from ``pending`` into ``messages``."""

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from .catalog import Catalog, MessageRow
     from .dag import Dag, SummaryRow
     from .layout import VaultLayout
+    from .logcodec import ParsedEntry
+    from .logparts import PayloadStore
     from .msglog import MessageLog
     from .settings import Settings
 
@@ -52,13 +54,32 @@ def _ts(text: str) -> float:
 
 
 def message_doc(row: "MessageRow", msg: Message) -> IndexDoc:
+    return _message_doc(row.id, row.conv, row.at, row.role, row.hash, row.seq, msg)
+
+
+def _message_doc(msg_id: str, conv: str, at: str, role: str, content_hash: str, seq: int, msg: Message) -> IndexDoc:
     # Tool call ids are searchable too: an agent often has one in hand (call_0042, toolu_01…).
     ids = " ".join([*msg.tool_call_ids, *msg.tool_result_ids])
     text = msg.searchable_text() + ("\n" + ids if ids else "")
     return IndexDoc(
-        id=row.id, kind="message", conversation=row.conv, text=text, at=_ts(row.at),
-        role=row.role, depth=-1, content_hash=row.hash, seq=row.seq,
+        id=msg_id, kind="message", conversation=conv, text=text, at=_ts(at),
+        role=role, depth=-1, content_hash=content_hash, seq=seq,
     )
+
+
+def entry_doc(conv: str, entry: "ParsedEntry", content_hash: str, store: "PayloadStore") -> IndexDoc:
+    """The document of a message read from its log entry (``content_hash``: its hash in the catalog), as
+    :func:`message_doc` makes it from its catalog row: the row holds what the entry's mark says, at the
+    position its writer gave it."""
+    from .logcodec import decode_entry
+
+    m = entry.meta
+    return _message_doc(m["id"], conv, m["at"], m["role"], content_hash, int(m.get("seq") or 0),
+                        decode_entry(entry, store))
+
+
+class _PositionsMoved(IndexError_):
+    """A rebuild indexing messages as their logs were read found that their positions did not stand."""
 
 
 def summary_doc(row: "SummaryRow") -> IndexDoc:
@@ -186,17 +207,40 @@ class IndexKeeper:
                 yield message_doc(row, msg)
                 if progress:
                     progress(1)
-            after = ""
-            while True:
-                batch = [s for s in self.dag.page(conv, after=after, limit=500)]
-                if not batch:
-                    break
-                for s in batch:
-                    if s.parent != "!invalid":
-                        yield self._summary_doc(s)
-                        if progress:
-                            progress(1)
-                after = batch[-1].id
+            yield from self._summary_docs(conv, progress)
+
+    def _rebuilt_docs(self) -> Iterator[IndexDoc]:
+        """Every document of the vault while the (reset) catalog reads the files: each log is parsed once,
+        for the catalog and for the index, instead of every message being read again from the catalog's
+        rows. Raises :class:`_PositionsMoved` when a conversation's positions did not stand (see
+        :meth:`Catalog.at_writer_positions`): the caller then indexes from the catalog."""
+        from .msglog import FileStore
+
+        for conv in self.conversations():
+            store = FileStore(self.layout, self.layout.files_dir(conv))
+            stored = 0
+            for entries in self.catalog.rebuild_logs(conv, self.layout.inside(self.layout.logs_dir(conv))):
+                for entry, content_hash in entries:
+                    yield entry_doc(conv, entry, content_hash, store)
+                stored += len(entries)
+            if not self.catalog.at_writer_positions(conv, stored):
+                raise _PositionsMoved(f"conversation {conv!r}: positions restored after its logs were read")
+            self.sync(conv)
+            yield from self._summary_docs(conv)
+
+    def _summary_docs(self, conv: str, progress: Callable[[int], None] | None = None) -> Iterator[IndexDoc]:
+        """The documents of ``conv``'s summaries in the DAG, a page at a time."""
+        after = ""
+        while True:
+            batch = self.dag.page(conv, after=after, limit=500)
+            if not batch:
+                break
+            for s in batch:
+                if s.parent != "!invalid":
+                    yield self._summary_doc(s)
+                    if progress:
+                        progress(1)
+            after = batch[-1].id
 
     def _summary_doc(self, row: "SummaryRow") -> IndexDoc:
         doc = summary_doc(row)
@@ -396,17 +440,34 @@ class IndexKeeper:
             "SELECT id, body_hash, parent FROM summaries") if p != "!invalid"})
         return [i for i, h in wanted.items() if stored.get(i) != h], [i for i in stored if i not in wanted]
 
-    def rebuild(self, progress: Callable[[int], None] | None = None, *, backend: str | None = None) -> int:
-        """Drop the index and build it again from the Markdown files (with ``backend``, default: the setting's)."""
+    def rebuild(self, progress: Callable[[int], None] | None = None, *, backend: str | None = None,
+                logs_read: bool = True) -> int:
+        """Drop the index and build it again from the Markdown files (with ``backend``, default: the setting's).
+
+        ``logs_read=False``: the catalog was just reset and has not read the logs yet; they
+        are read for the catalog and the index in one pass (and every conversation synced).
+        """
         if self._index is not None:
             self._index.close()
             self._index = None
         shutil.rmtree(self.layout.index_dir, ignore_errors=True)
         index = open_index(backend or self.settings.index_backend, self.layout.index_dir, reset=True)
         self._index = index
+        count = None
+        with self.catalog.bulk():
+            if not logs_read:
+                try:
+                    # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
+                    count = index.rebuild(self._rebuilt_docs(), progress=progress, unique=True)
+                except _PositionsMoved:
+                    # The catalog settled every conversation read so far: index from it. Every message of the
+                    # others is new, so their logs are read without listing the ids (one per message).
+                    for conv in self.conversations():
+                        self.log.sync(conv, ids=False)
+            if count is None:
+                self.catalog.execute("DELETE FROM reindex_queue")
+                count = index.rebuild(self.all_docs(), progress=progress, unique=True)
         self.catalog.execute("DELETE FROM reindex_queue")
-        # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
-        count = index.rebuild(self.all_docs(), progress=progress, unique=True)
         self._caught_up = True
         self._set_marks()
         return count

@@ -649,12 +649,9 @@ class Vault:
             self._require_writable("switch the index backend")
         self.catalog.reset()
         self._fully_synced.clear()
-        for conv in self.conversations():
-            # Every message is new: read the logs without listing their ids (one per message of the history,
-            # held through the notes' sync), then the usual sync finds them up to date.
-            self.log.sync(conv, ids=False)
-            self.sync(conv)
-        count = self.indexer.rebuild(progress=progress, backend=backend)
+        # The index is built as the catalog reads the logs (each parsed once for both), then each
+        # conversation is synced as usual (its notes, the DAG) and its summaries indexed.
+        count = self.indexer.rebuild(progress=progress, backend=backend, logs_read=False)
         out: dict[str, Any] = {
             "documents": count, "conversations": len(self.conversations()),
             "messages": self.catalog.execute("SELECT COUNT(*) FROM messages")[0][0],
