@@ -78,7 +78,6 @@ def test_reindex_in_one_pass_indexes_what_the_catalog_holds(tmp_path: Path, back
         after = sorted((h.id, h.seq) for h in v.indexer.ready().search("step", limit=1000, sort="oldest"))
         assert after == before
         assert v.catalog.execute("SELECT COUNT(*) FROM reindex_queue")[0][0] == 0
-        assert v.catalog.execute("PRAGMA cache_size") == [(-2000,)]  # the rebuild's larger cache is given back
         # The summaries are indexed too (drift above compares them by hash).
         assert out["summaries"] > 0 and v.indexer.counts_match()
 

@@ -361,23 +361,6 @@ class Catalog:
         for _got, stored in self._sync_logs(conv, logs_dir, quick=False, queue=False):
             yield stored
 
-    @contextmanager
-    def bulk(self, cache_mb: int = 64) -> Iterator[None]:
-        """A larger page cache while a rebuild runs, the default again after it.
-
-        The catalog's keys are random ids (messages, links, coverage): with SQLite's default
-        2 MB cache, nearly every insert into a history of a million messages reads its
-        b-tree pages back from the file, so the rebuild's cost per message grew with it.
-        """
-        with self._lock:
-            (before,), = self._db.execute("PRAGMA cache_size").fetchall()
-            self._db.execute(f"PRAGMA cache_size=-{int(cache_mb) * 1024}")
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._db.execute(f"PRAGMA cache_size={int(before)}")
-
     def at_writer_positions(self, conv: str, stored: int) -> bool:
         """Whether ``conv`` holds exactly ``stored`` messages, each at the position its writer gave it.
 

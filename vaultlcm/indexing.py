@@ -454,19 +454,18 @@ class IndexKeeper:
         index = open_index(backend or self.settings.index_backend, self.layout.index_dir, reset=True)
         self._index = index
         count = None
-        with self.catalog.bulk():
-            if not logs_read:
-                try:
-                    # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
-                    count = index.rebuild(self._rebuilt_docs(), progress=progress, unique=True)
-                except _PositionsMoved:
-                    # The catalog settled every conversation read so far: index from it. Every message of the
-                    # others is new, so their logs are read without listing the ids (one per message).
-                    for conv in self.conversations():
-                        self.log.sync(conv, ids=False)
-            if count is None:
-                self.catalog.execute("DELETE FROM reindex_queue")
-                count = index.rebuild(self.all_docs(), progress=progress, unique=True)
+        if not logs_read:
+            try:
+                # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
+                count = index.rebuild(self._rebuilt_docs(), progress=progress, unique=True)
+            except _PositionsMoved:
+                # The catalog settled every conversation read so far: index from it. Every message of the
+                # others is new, so their logs are read without listing the ids (one per message).
+                for conv in self.conversations():
+                    self.log.sync(conv, ids=False)
+        if count is None:
+            self.catalog.execute("DELETE FROM reindex_queue")
+            count = index.rebuild(self.all_docs(), progress=progress, unique=True)
         self.catalog.execute("DELETE FROM reindex_queue")
         self._caught_up = True
         self._set_marks()
