@@ -453,7 +453,7 @@ class Vault:
     def compact(
         self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None,
         hard: bool = False, progress: Progress | None = None, git_commit: bool | None = None,
-        budget: int | None = None, views: bool = True,
+        budget: int | None = None, views: bool = True, prime_context: bool = True,
     ) -> list[CompactionReport]:
         """Summarize old messages of one conversation (or all) until under the soft threshold (all, with force).
 
@@ -465,13 +465,15 @@ class Vault:
         changed, one commit per conversation. ``progress(done, total)`` counts
         conversations. ``budget`` (default: the ``context_budget_tokens`` setting) is the
         budget the next context will be assembled at: what the new summaries cost in it is
-        counted now, while the token table is loaded (see :meth:`Assembler.prime`).
+        counted now, while the token table is loaded (see :meth:`Assembler.prime`);
+        ``prime_context=False`` counts the new summaries only, for a caller that assembles
+        the next context itself.
         ``views=False`` leaves the home note and the index note to the caller, which
         refreshes them at its own pace (:meth:`refresh_views`; a long-running :class:`Engine`).
         """
         convs = [self.require_conversation(conversation)] if conversation else self.conversations()
         want = self.settings.git_auto_commit if git_commit is None else git_commit
-        prime_at = budget or self.settings.context_budget_tokens
+        prime_at = (budget or self.settings.context_budget_tokens) if prime_context else None
         if git_commit:
             gitsync.require_repo(self.root)
         reports = []
