@@ -3,7 +3,10 @@ engine's pace (not after every compaction), and compaction counts a context at t
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,9 +32,11 @@ def _summaries(eng: Engine) -> int:
     return eng.vault.dag.counts(eng.conversation)[0]
 
 
-def _turns(eng: Engine, start: int, n: int) -> None:
-    """Turns ``start`` to ``start + n`` of one conversation (a user message, a tool call and result, a reply)."""
-    msgs = conversation([("u", 30), ("t", 20), ("a", 40)] * (start + n))
+def _turns(eng: Engine, start: int, n: int, tag: str = "") -> None:
+    """Turns ``start`` to ``start + n`` of one conversation (a user message, a tool call and result, a reply);
+    ``tag`` makes the texts this test's own (the process's token-count cache is shared by every test)."""
+    msgs = json.loads(json.dumps(conversation([("u", 30), ("t", 20), ("a", 40)] * (start + n)))
+                      .replace("fact-", f"fact-{tag}"))
     for k in range(start, start + n):
         eng.ingest_batch(msgs[4 * k:4 * k + 4])  # "t" is a call and its result
         eng.after_turn()
@@ -77,16 +82,39 @@ def test_an_idle_background_engine_writes_the_owed_views_when_due(tmp_path: Path
 
 
 def test_compaction_counts_a_context_at_the_engines_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    budgets: list[int] = []
+    """Compaction counts the new summaries only (the engine's next assemble counts its context); a context at
+    the engine's budget, never the vault's, is counted when summaries were written since the last one."""
+    budgets: list[int | None] = []
     real = Assembler.prime
 
-    def spy(self: Assembler, conv: str, summary_ids: list[str], budget: int, *args: Any) -> None:
+    def spy(self: Assembler, conv: str, summary_ids: list[str], budget: int | None, *args: Any) -> None:
         budgets.append(budget)
         real(self, conv, summary_ids, budget, *args)
 
     monkeypatch.setattr(Assembler, "prime", spy)
     settings = Settings(**{**SMALL, "context_budget_tokens": 100_000})
     with Engine(tmp_path / "v", "agent", settings=settings, token_budget=700) as eng:
-        _turns(eng, 0, 16)
-        assert eng.last_report is not None and eng.last_report.created
-    assert budgets and set(budgets) == {700}  # not the vault's 100k: that context would be this one's 140 times
+        _turns(eng, 0, 16, tag="prime-")
+        assert eng.last_report is not None and budgets and set(budgets) == {None}
+        eng.assemble()
+    assert set(budgets) == {None}  # the engine's own context came after the last compaction: nothing owed
+    budgets.clear()
+    with Engine(tmp_path / "v", "agent", settings=settings, token_budget=700) as eng:
+        _turns(eng, 16, 8, tag="prime-")
+        assert None in budgets
+    # Not the vault's 100k: that context would be 140 times this engine's.
+    assert budgets[-1] == 700 and set(budgets) == {None, 700}
+    # What it counted is what the next process meets: it assembles with counts alone.
+    out = subprocess.run([sys.executable, "-c", NEW_PROCESS, str(tmp_path / "v"), "700",
+                          json.dumps({**SMALL, "context_budget_tokens": 100_000})], capture_output=True, text=True,
+                         check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"loaded": False}
+
+
+NEW_PROCESS = """
+import json, sys
+from vaultlcm import Settings, Vault, tokens
+with Vault(sys.argv[1], settings=Settings(**json.loads(sys.argv[3]))) as v:
+    v.assemble("agent", int(sys.argv[2]))
+print(json.dumps({"loaded": tokens._encoding is not None}))
+"""

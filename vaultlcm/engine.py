@@ -144,6 +144,9 @@ class Engine:
         self._spawned = 0
         self._unindexed = 0
         self._untrimmed = 0
+        # Whether messages or summaries were written since this engine last assembled a context at its
+        # budget (which stores the token counts the next process needs; see dispose).
+        self._unprimed = False
         # Views (home note, index note) owed since the last compaction, and when they were last written.
         self._views_due = False
         self._views_at = float("-inf")
@@ -189,6 +192,7 @@ class Engine:
         with self._lock:
             self._unindexed += len(ids)
             self._untrimmed += len(ids)
+            self._unprimed = self._unprimed or bool(ids)
             if self._unindexed >= INDEX_EVERY:
                 self._follow_index()
         return ids
@@ -309,15 +313,17 @@ class Engine:
         """
         budget = self.effective_budget(token_budget)
         target = int(budget * self.settings.context_threshold)
-        # The prime counts a context at this engine's budget, the one its next assemble uses; the views
-        # follow at the engine's pace (see _refresh_views).
+        # The new summaries' costs are counted now; the context they meet is counted by this engine's
+        # next assemble (an agent assembles before each model call: a context here too would double
+        # the work of every compaction), or at dispose. The views follow at the engine's pace.
         [report] = self.vault.compact(self.conversation, force=force, target_tokens=target, hard=hard, budget=budget,
-                                      views=False)
+                                      views=False, prime_context=False)
         self.last_report = report
         if report.error:
             self.last_error = report.error
         with self._lock:
             self._views_due = True
+            self._unprimed = self._unprimed or bool(report.created)
         self._refresh_views()
         return report
 
@@ -333,7 +339,11 @@ class Engine:
             self.vault.sync(self.conversation)
             if self.active_tokens() > budget:
                 self.compact(token_budget=budget, hard=True)
-        return self.vault.assemble(self.conversation, budget, format=format)
+        context = self.vault.assemble(self.conversation, budget, format=format)
+        if budget == self.effective_budget():
+            with self._lock:
+                self._unprimed = False
+        return context
 
     # -- memory tools ----------------------------------------------------------------
 
@@ -390,6 +400,13 @@ class Engine:
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout=self.settings.lock_timeout_seconds + 60)
         self._refresh_views(now=True)  # what the last compaction changed, before the vault is let go
+        if self._unprimed and not self.vault.read_only:
+            # Written to since the last context: count one now, so the next process plans with counts alone.
+            self._unprimed = False
+            try:
+                self.vault.assembler.prime(self.conversation, [], self.effective_budget())
+            except (OSError, VaultLCMError) as exc:
+                self.last_error = f"next context not counted: {exc}"
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None
