@@ -339,11 +339,16 @@ class Engine:
             self.vault.sync(self.conversation)
             if self.active_tokens() > budget:
                 self.compact(token_budget=budget, hard=True)
-        context = self.vault.assemble(self.conversation, budget, format=format)
-        if budget == self.effective_budget():
+        primes = budget == self.effective_budget()
+        with self._lock:
+            # Cleared before: a message another thread stores meanwhile is owed again.
+            unprimed, self._unprimed = self._unprimed, self._unprimed and not primes
+        try:
+            return self.vault.assemble(self.conversation, budget, format=format)
+        except BaseException:
             with self._lock:
-                self._unprimed = False
-        return context
+                self._unprimed = self._unprimed or unprimed
+            raise
 
     # -- memory tools ----------------------------------------------------------------
 
