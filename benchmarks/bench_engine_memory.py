@@ -135,6 +135,68 @@ def trace_report(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, mess
     return "\n".join(lines)
 
 
+class Splits:
+    """Where the time goes, by part, summed between two samples: the engine's calls and, inside them, the parts
+    whose cost grew with history before (compaction and what follows it, the index follow-up, log syncs).
+
+    Times are wall seconds measured with ``perf_counter`` around each call, in whichever thread runs it
+    (compaction runs in the engine's own thread): flat per-message figures mean per-turn cost does not
+    grow with history. Nested parts are included in their callers' figures.
+    """
+
+    #: (attribute path from the engine, method name, label)
+    INNER = (
+        ("vault", "compact", "compact"),
+        ("vault.compactor", "compact", "compact.compactor"),
+        ("vault.assembler", "prime", "compact.prime"),
+        ("vault", "_on_new_day", "compact.home_and_views"),
+        ("vault", "refresh_views", "views"),
+        ("vault.indexer", "follow", "index_follow"),
+        ("vault.catalog", "sync_logs", "sync_logs"),
+        ("vault.dag", "sync", "dag_sync"),
+    )
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self.total: dict[str, float] = {}
+        self.calls: dict[str, int] = {}
+        self._mark: tuple[dict[str, float], dict[str, int]] = ({}, {})
+
+    def add(self, label: str, seconds: float) -> None:
+        with self._lock:
+            self.total[label] = self.total.get(label, 0.0) + seconds
+            self.calls[label] = self.calls.get(label, 0) + 1
+
+    def timed(self, label: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.add(label, time.perf_counter() - t)
+        return wrapper
+
+    def instrument(self, engine: Engine) -> None:
+        """Time the engine's inner parts by wrapping them on their instances (the benchmark's own business)."""
+        for path, name, label in self.INNER:
+            obj: Any = engine
+            for part in path.split("."):
+                obj = getattr(obj, part)
+            setattr(obj, name, self.timed(label, getattr(obj, name)))
+
+    def window(self, messages: int) -> dict[str, Any]:
+        """Milliseconds per message of each part since the last call, and calls per 1,000 messages."""
+        with self._lock:
+            total, calls = dict(self.total), dict(self.calls)
+        before_t, before_c = self._mark
+        self._mark = (total, calls)
+        return {label: {"ms_per_message": round((total[label] - before_t.get(label, 0.0)) * 1000 / messages, 3),
+                        "calls_per_1k": round((calls[label] - before_c.get(label, 0)) * 1000 / messages, 1)}
+                for label in sorted(total) if messages}
+
+
 def cache_sizes(engine: Engine) -> dict[str, int]:
     """Entries in the process's bounded caches (what fills them is history; their bounds must hold)."""
     from vaultlcm import assembly, tokens
@@ -189,35 +251,52 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
     samples: list[tuple[int, float]] = []
     anon: list[tuple[int, float]] = []
     caches: list[tuple[int, dict[str, int]]] = []
+    # Per sample window: wall ms a message, the turns in it, and the splits (see :class:`Splits`).
+    pace: list[dict[str, Any]] = []
+    splits = Splits()
     trace_text = ""
     snapshot: tracemalloc.Snapshot | None = None
     t0 = time.perf_counter()
+    last = [0, t0, 0]  # messages, time and turns at the previous sample
 
-    def sample(i: int) -> None:
+    def sample(i: int, turn_count: int = 0) -> None:
+        now = time.perf_counter()
         samples.append((i, rss_mib()))
         anon.append((i, anon_mib()))
         caches.append((i, cache_sizes(engine)))
+        window = i - last[0]
+        if window:
+            pace.append({"messages": i, "ms_per_message": round((now - last[1]) * 1000 / window, 3),
+                         "ms_per_turn": round((now - last[1]) * 1000 / max(1, turn_count - last[2]), 3),
+                         "parts": splits.window(window)})
+        last[:] = [i, now, turn_count]
         if progress:
+            rate = f"  {pace[-1]['ms_per_message']:6.1f} ms/msg" if window else ""
             print(f"{i:>9,} messages  {samples[-1][1]:8.1f} MiB  (anon {anon[-1][1]:7.1f})  "
-                  f"{time.perf_counter() - t0:7.0f} s", file=sys.stderr, flush=True)
+                  f"{now - t0:7.0f} s{rate}", file=sys.stderr, flush=True)
         if partial is not None and i:
-            data = {**summarize(i, samples, anon, time.perf_counter() - t0), "backend": backend or "default",
-                    "batch": batch, "partial": True, "caches": caches}
+            data = {**summarize(i, samples, anon, now - t0), "backend": backend or "default",
+                    "batch": batch, "partial": True, "caches": caches, "pace": pace}
             partial.write_text(json.dumps(data, indent=1))
 
     with Engine(root, "agent", token_budget=budget, environ=environ) as engine:
+        splits.instrument(engine)
+        ingest_batch = splits.timed("ingest", engine.ingest_batch)
+        after_turn = splits.timed("after_turn", engine.after_turn)
+        assemble = splits.timed("assemble", engine.assemble)
+        call_tool = splits.timed("grep", engine.call_tool)
         sample(0)
         done = 0
         for n, turn in enumerate(turns(traffic(messages)), start=1):
             calls = [turn] if batch == "turn" else [[m] for m in turn]
             for call in calls:
-                engine.ingest_batch(call)
+                ingest_batch(call)
             before, done = done, done + len(turn)
-            engine.after_turn()
+            after_turn()
             if n % assemble_every == 0:
-                engine.assemble()
+                assemble()
             if n % grep_every == 0:
-                engine.call_tool("lcm_grep", {"pattern": "deploy timeout"})
+                call_tool("lcm_grep", {"pattern": "deploy timeout"})
             if trace is not None and before < trace[0] <= done:
                 tracemalloc.start(8)
                 snapshot = tracemalloc.take_snapshot()
@@ -228,7 +307,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
                 if progress:
                     print(trace_text, file=sys.stderr, flush=True)
             if done // sample_every != before // sample_every:
-                sample(done)
+                sample(done, n)
         engine.wait_idle(600)
         end_rss = rss_mib()
     return {
@@ -237,6 +316,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
         "batch": batch,
         "rss_end_mib": end_rss,
         "caches": caches,
+        "pace": pace,
         "trace": trace_text,
     }
 
@@ -259,6 +339,8 @@ def main() -> int:
     ap.add_argument("--profile", type=Path, default=None, metavar="FILE",
                     help="write a cProfile of the run there (with --inline it covers compaction too)")
     ap.add_argument("--workdir", type=Path, default=None, help="where to build the vault (default: a temp folder)")
+    ap.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                    help="build the vault in DIR (which must not exist) and keep it, e.g. to profile turns on it")
     ap.add_argument("--out", type=Path, default=None, help="write the result as JSON")
     args = ap.parse_args()
     profiler = None
@@ -267,11 +349,17 @@ def main() -> int:
 
         profiler = cProfile.Profile()
         profiler.enable()
-    with tempfile.TemporaryDirectory(prefix="vaultlcm-engine-mem-", dir=args.workdir) as tmp:
-        result = run(Path(tmp) / "vault", args.messages, sample_every=args.sample_every,
-                     assemble_every=args.assemble_every, grep_every=args.grep_every, budget=args.budget,
-                     backend=args.backend, batch=args.batch, trace=args.trace, progress=True, partial=args.out,
-                     inline=args.inline)
+    options: dict[str, Any] = dict(sample_every=args.sample_every, assemble_every=args.assemble_every,
+                                   grep_every=args.grep_every, budget=args.budget, backend=args.backend,
+                                   batch=args.batch, trace=args.trace, progress=True, partial=args.out,
+                                   inline=args.inline)
+    if args.keep is not None:
+        if args.keep.exists():
+            ap.error(f"--keep {args.keep}: already exists; name a new folder")
+        result = run(args.keep, args.messages, **options)
+    else:
+        with tempfile.TemporaryDirectory(prefix="vaultlcm-engine-mem-", dir=args.workdir) as tmp:
+            result = run(Path(tmp) / "vault", args.messages, **options)
     if profiler is not None:
         profiler.disable()
         profiler.dump_stats(args.profile)

@@ -40,11 +40,30 @@ def test_a_small_run_samples_rss_and_leaves_a_working_vault(tmp_path: Path) -> N
     assert [n for n, _ in result["caches"]] == [0, 20, 40, 60]
     last = result["caches"][-1][1]
     assert 0 < last["chunk_tokens"] <= query.CHUNK_CACHE and 0 < last["decoded_messages"] <= assembly.MESSAGE_CACHE_SIZE
+    # The pace of each window between two samples, and where it went, part by part.
+    assert [w["messages"] for w in result["pace"]] == [20, 40, 60]
+    for window in result["pace"]:
+        assert window["ms_per_message"] > 0 and window["ms_per_turn"] >= window["ms_per_message"]
+        parts = window["parts"]
+        assert parts["ingest"]["calls_per_1k"] > 0 and parts["after_turn"]["ms_per_message"] > 0
+        assert parts["index_follow"]["calls_per_1k"] >= parts["after_turn"]["calls_per_1k"]
     from vaultlcm import Vault
 
     with Vault(root) as v:
         assert v.catalog.count("agent") == 60
         assert v.status()["conversations"]
+
+
+def test_splits_sum_each_part_by_window() -> None:
+    splits = bench.Splits()
+    splits.add("a", 0.5)
+    splits.add("a", 0.5)
+    assert splits.window(100) == {"a": {"ms_per_message": 10.0, "calls_per_1k": 20.0}}
+    splits.add("b", 0.2)
+    assert splits.window(10) == {"a": {"ms_per_message": 0.0, "calls_per_1k": 0.0},
+                                 "b": {"ms_per_message": 20.0, "calls_per_1k": 100.0}}
+    timed = splits.timed("c", lambda x: x * 2)
+    assert timed(21) == 42 and splits.window(1)["c"]["calls_per_1k"] == 1000.0
 
 
 @pytest.mark.slow

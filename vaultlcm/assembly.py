@@ -493,19 +493,23 @@ class Assembler:
         header = len(text) - len(row.body.rstrip())
         return row.token_count + int(header * _HEADER_TOKENS_PER_CHAR) + 1
 
-    def prime(self, conv: str, summary_ids: list[str], budget: int, fmt: str = "anthropic") -> None:
+    def prime(self, conv: str, summary_ids: list[str], budget: int | None, fmt: str = "anthropic") -> None:
         """Count, and keep for other processes, what the next context will meet that nobody counted yet.
 
         Called by the writer that just made ``summary_ids`` (its token table is loaded): their
         rendered costs, then a context at ``budget`` (the newest messages as they render). The
         first ``assemble`` of the next process then plans with counts alone. Costs what was
-        just written and one context, never the history.
+        just written and one context, never the history. ``budget`` None counts the summaries
+        only: the caller assembles the next context itself, which stores the same counts (a
+        long-running :class:`~vaultlcm.engine.Engine`, which primes a context when it stops).
         """
         try:
             for row in filter(None, map(self.dag.get, summary_ids)):
                 self.summary_cost(row)
         finally:
             self.save_costs()
+        if budget is None:
+            return
         try:
             self.assemble(conv, budget, fmt)
         except (BudgetTooSmallError, NotFoundError):

@@ -25,6 +25,7 @@ import functools
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,9 @@ from .vault import Vault
 INDEX_EVERY = 64
 #: Messages an engine stores between two returns of freed memory to the system (:func:`release_free_memory`).
 TRIM_EVERY = 2048
+#: Seconds between two rewrites of the home note and the index note by a compacting engine (see
+#: :meth:`Engine._refresh_views`): a person reading them in Obsidian sees them at most this old.
+VIEWS_EVERY = 30.0
 
 
 @functools.lru_cache(maxsize=1)
@@ -140,6 +144,12 @@ class Engine:
         self._spawned = 0
         self._unindexed = 0
         self._untrimmed = 0
+        # Whether messages or summaries were written since this engine last assembled a context at its
+        # budget (which stores the token counts the next process needs; see dispose).
+        self._unprimed = False
+        # Views (home note, index note) owed since the last compaction, and when they were last written.
+        self._views_due = False
+        self._views_at = float("-inf")
         self.last_report: CompactionReport | None = None
         self.last_error: str | None = None
 
@@ -182,6 +192,7 @@ class Engine:
         with self._lock:
             self._unindexed += len(ids)
             self._untrimmed += len(ids)
+            self._unprimed = self._unprimed or bool(ids)
             if self._unindexed >= INDEX_EVERY:
                 self._follow_index()
         return ids
@@ -218,6 +229,8 @@ class Engine:
                 self._untrimmed = 0
         if trim:
             release_free_memory()
+        if not self.settings.background_compaction:
+            self._refresh_views()  # no idle worker to write them when due
         budget = self.effective_budget(token_budget)
         if self.active_tokens() <= budget * self.settings.context_threshold:
             return False
@@ -239,19 +252,54 @@ class Engine:
         while True:
             with self._lock:
                 while not self._pending and not self._stopping:
-                    self._wake.wait()
+                    # Views owed by the last compaction are written when due, even if no turn follows.
+                    wait = self._views_wait()
+                    if wait == 0.0:
+                        break
+                    self._wake.wait(wait)
                 if self._stopping:
                     self._idle.set()
                     return
-                self._pending = False
+                pending, self._pending = self._pending, False
             try:
-                self.compact()
+                if pending:
+                    self.compact()
+                self._refresh_views()
             except VaultLCMError as exc:  # recorded for doctor; the next turn retries
                 self.last_error = str(exc)
             finally:
                 with self._lock:
                     if not self._pending:
                         self._idle.set()
+
+    def _views_wait(self) -> float | None:
+        """Seconds until the owed views are due (0 when they are), None when none are owed."""
+        if not self._views_due:
+            return None
+        return max(0.0, self._views_at + VIEWS_EVERY - time.monotonic())
+
+    def _refresh_views(self, *, now: bool = False) -> None:
+        """Rewrite the home note and the index note if compaction changed them and they are due.
+
+        Compaction runs every few turns of a busy agent; rendering the home note after each
+        would make Obsidian re-render an open note (its DAG diagram) several times a minute
+        and cost every compaction a look at the whole DAG. Written at most every
+        :data:`VIEWS_EVERY` seconds instead (the first compaction's at once, the last one's by
+        the idle worker or at :meth:`dispose`), each only if its text changed. The summaries
+        and logs themselves are always current: only these overviews lag.
+        """
+        with self._lock:
+            wait = self._views_wait()
+            if wait is None or (wait and not now):
+                return
+            self._views_due = False
+            self._views_at = time.monotonic()
+        if self.vault.read_only or not self.vault.layout.conversation_dir(self.conversation).is_dir():
+            return
+        try:
+            self.vault.refresh_views([self.conversation])
+        except (OSError, VaultLCMError) as exc:  # derived notes: the next compaction or `doctor --fix` rewrites them
+            self.last_error = f"home note not refreshed: {exc}"
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Block until scheduled background compaction has finished; False on timeout."""
@@ -265,10 +313,18 @@ class Engine:
         """
         budget = self.effective_budget(token_budget)
         target = int(budget * self.settings.context_threshold)
-        [report] = self.vault.compact(self.conversation, force=force, target_tokens=target, hard=hard)
+        # The new summaries' costs are counted now; the context they meet is counted by this engine's
+        # next assemble (an agent assembles before each model call: a context here too would double
+        # the work of every compaction), or at dispose. The views follow at the engine's pace.
+        [report] = self.vault.compact(self.conversation, force=force, target_tokens=target, hard=hard, budget=budget,
+                                      views=False, prime_context=False)
         self.last_report = report
         if report.error:
             self.last_error = report.error
+        with self._lock:
+            self._views_due = True
+            self._unprimed = self._unprimed or bool(report.created)
+        self._refresh_views()
         return report
 
     def assemble(self, token_budget: int | None = None, *, format: str = "anthropic") -> AssembledContext:
@@ -283,7 +339,16 @@ class Engine:
             self.vault.sync(self.conversation)
             if self.active_tokens() > budget:
                 self.compact(token_budget=budget, hard=True)
-        return self.vault.assemble(self.conversation, budget, format=format)
+        primes = budget == self.effective_budget()
+        with self._lock:
+            # Cleared before: a message another thread stores meanwhile is owed again.
+            unprimed, self._unprimed = self._unprimed, self._unprimed and not primes
+        try:
+            return self.vault.assemble(self.conversation, budget, format=format)
+        except BaseException:
+            with self._lock:
+                self._unprimed = self._unprimed or unprimed
+            raise
 
     # -- memory tools ----------------------------------------------------------------
 
@@ -339,6 +404,14 @@ class Engine:
             worker = self._worker
         if worker is not None and worker is not threading.current_thread():
             worker.join(timeout=self.settings.lock_timeout_seconds + 60)
+        self._refresh_views(now=True)  # what the last compaction changed, before the vault is let go
+        if self._unprimed and not self.vault.read_only:
+            # Written to since the last context: count one now, so the next process plans with counts alone.
+            self._unprimed = False
+            try:
+                self.vault.assembler.prime(self.conversation, [], self.effective_budget())
+            except (OSError, VaultLCMError) as exc:
+                self.last_error = f"next context not counted: {exc}"
         if self._watcher is not None:
             self._watcher.stop()
             self._watcher = None

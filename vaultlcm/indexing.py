@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import IndexError_
+from .errors import IndexError_, VaultLCMError
 from .fsutil import atomic_write
 from .index.base import IndexDoc, IndexUnavailable, SearchIndex, open_index
 from .messages import Message, parse_timestamp
@@ -45,6 +45,27 @@ MARKS_FILE = "vaultlcm-marks.json"
 _INDEXED_SUMMARIES = (
     "CREATE TABLE IF NOT EXISTS index_summaries(id TEXT PRIMARY KEY, conv TEXT NOT NULL, hash TEXT NOT NULL)"
 )
+#: Summaries changed since the index last looked, queued by SQLite itself: triggers on ``summaries`` add the id
+#: (with its conversation) in the same transaction as the change, whoever makes it (this process, another one,
+#: a sync after a person edited a note in Obsidian). A follow-up takes the queue of its conversation, so it
+#: costs what changed, never the conversation's summaries. Installed by the full compare that writes
+#: :data:`_INDEXED_SUMMARIES`; marks are trusted only where both exist.
+_SUMMARY_QUEUE = (
+    "CREATE TABLE IF NOT EXISTS index_summary_queue(conv TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY(conv, id)) "
+    "WITHOUT ROWID",
+    "CREATE TRIGGER IF NOT EXISTS index_summary_queue_ins AFTER INSERT ON summaries BEGIN "
+    "INSERT OR IGNORE INTO index_summary_queue(conv, id) VALUES(NEW.conv, NEW.id); END",
+    "CREATE TRIGGER IF NOT EXISTS index_summary_queue_del AFTER DELETE ON summaries BEGIN "
+    "INSERT OR IGNORE INTO index_summary_queue(conv, id) VALUES(OLD.conv, OLD.id); END",
+    # Only what the index holds of a summary: its body, and whether it takes part in the DAG at all.
+    "CREATE TRIGGER IF NOT EXISTS index_summary_queue_upd AFTER UPDATE OF id, conv, body_hash, parent ON summaries "
+    "WHEN OLD.id IS NOT NEW.id OR OLD.conv IS NOT NEW.conv OR OLD.body_hash IS NOT NEW.body_hash "
+    "OR (OLD.parent IS '!invalid') <> (NEW.parent IS '!invalid') BEGIN "
+    "INSERT OR IGNORE INTO index_summary_queue(conv, id) VALUES(OLD.conv, OLD.id); "
+    "INSERT OR IGNORE INTO index_summary_queue(conv, id) VALUES(NEW.conv, NEW.id); END",
+)
+_QUEUE_PARTS = ("index_summaries", "index_summary_queue", "index_summary_queue_ins", "index_summary_queue_del",
+                "index_summary_queue_upd")
 #: A catch-up missing at least this many documents, and at least half of the index, rebuilds it in bulk.
 BULK_CATCH_UP = 2000
 
@@ -171,7 +192,8 @@ class IndexKeeper:
             sum_print = {str(k): str(v) for k, v in data["sum_gen"].items()}
             # Marks written before the summaries' hashes moved to the catalog carry them here instead:
             # the table may not match them, so a full compare settles it once.
-            if "sum_known" in data or not self._has_indexed_summaries():
+            # Marks written before the summary queue existed: the catalog's changes since were not queued.
+            if "sum_known" in data or data.get("summary_queue") != 1 or not self._has_indexed_summaries():
                 return False
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
@@ -188,6 +210,7 @@ class IndexKeeper:
             "count": index.count(),
             "msg_mark": self._msg_mark,
             "sum_gen": self._sum_print,
+            "summary_queue": 1,
         }
         try:
             atomic_write(self._marks_path, json.dumps(data, sort_keys=True).encode("utf-8"))
@@ -286,8 +309,6 @@ class IndexKeeper:
 
     def _readable(self, rows: list["MessageRow"]) -> list[tuple["MessageRow", Message]]:
         """The messages of ``rows`` that can be read; a damaged one is skipped (``doctor`` names it)."""
-        from .errors import VaultLCMError
-
         try:
             return self.log.read_rows(rows)
         except VaultLCMError:
@@ -306,40 +327,67 @@ class IndexKeeper:
             "SELECT conv, MAX(seq) FROM messages GROUP BY conv")}
         with self.catalog.transaction() as db:
             db.execute(_INDEXED_SUMMARIES)
+            for sql in _SUMMARY_QUEUE:
+                db.execute(sql)
+            # The table now says what the index holds: what was queued before is settled by it.
+            db.execute("DELETE FROM index_summary_queue")
             db.execute("DELETE FROM index_summaries")
             db.execute("INSERT INTO index_summaries(id, conv, hash) SELECT id, conv, body_hash FROM summaries "
                        "WHERE parent IS NOT '!invalid'")
 
     def _has_indexed_summaries(self) -> bool:
-        return bool(self.catalog.execute(
-            "SELECT 1 FROM sqlite_master WHERE type='table' AND name='index_summaries'"))
+        """Whether the catalog holds what following summaries needs: the indexed hashes, the queue, its triggers."""
+        names = {r[0] for r in self.catalog.execute(
+            f"SELECT name FROM sqlite_master WHERE name IN ({','.join('?' * len(_QUEUE_PARTS))})", _QUEUE_PARTS)}
+        return names == set(_QUEUE_PARTS)
 
-    def _summary_changes(self, conv: str) -> tuple[list[str], list[str]]:
-        """Summaries of ``conv`` the index lacks or holds with another body, and those it holds that are gone.
+    def _take_summary_changes(self, conv: str) -> tuple[list[str], list[str], list[str]] | None:
+        """Take the queue of ``conv``: the summaries the index lacks or holds with another body, those it holds
+        that are gone, and every id taken (to put back if the index cannot be written now).
 
-        One join in SQLite over the conversation's summaries (no Python object per summary).
+        Read and emptied in one transaction, so a change another process queues meanwhile stays
+        for the next follow-up. None when the catalog has no queue (it was replaced under this
+        process): only a full compare can then tell what the index lacks.
         """
-        gone = self._gone_summaries(conv)
-        changed = [r[0] for r in self.catalog.execute(
-            "SELECT s.id FROM summaries s LEFT JOIN index_summaries k ON k.id = s.id "
-            "WHERE s.conv = ? AND s.parent IS NOT '!invalid' AND (k.hash IS NULL OR k.hash <> s.body_hash)",
-            (conv,))]
-        return changed, gone
+        import sqlite3
 
-    def _gone_summaries(self, conv: str) -> list[str]:
-        """Summaries of ``conv`` the index holds that the catalog no longer has (or has as invalid)."""
-        if not self._has_indexed_summaries():  # the catalog was replaced under this process
-            self.catalog.execute(_INDEXED_SUMMARIES)
-        return [r[0] for r in self.catalog.execute(
-            "SELECT k.id FROM index_summaries k LEFT JOIN summaries s ON s.id = k.id "
-            "WHERE k.conv = ? AND (s.id IS NULL OR s.parent IS '!invalid' OR s.conv <> k.conv)", (conv,))]
+        try:
+            if not self.catalog.execute("SELECT 1 FROM index_summary_queue WHERE conv=? LIMIT 1", (conv,)):
+                return [], [], []
+        except sqlite3.OperationalError:
+            return None
+        with self.catalog.transaction() as db:
+            taken = [r[0] for r in db.execute("SELECT id FROM index_summary_queue WHERE conv=?", (conv,))]
+            changed = [r[0] for r in db.execute(
+                "SELECT s.id FROM index_summary_queue q JOIN summaries s ON s.id = q.id "
+                "LEFT JOIN index_summaries k ON k.id = s.id WHERE q.conv = ? AND s.conv = q.conv "
+                "AND s.parent IS NOT '!invalid' AND (k.hash IS NULL OR k.hash <> s.body_hash OR k.conv <> s.conv)",
+                (conv,))]
+            gone = [r[0] for r in db.execute(
+                "SELECT k.id FROM index_summary_queue q JOIN index_summaries k ON k.id = q.id "
+                "LEFT JOIN summaries s ON s.id = k.id WHERE q.conv = ? AND k.conv = q.conv "
+                "AND (s.id IS NULL OR s.parent IS '!invalid' OR s.conv <> k.conv)", (conv,))]
+            db.execute("DELETE FROM index_summary_queue WHERE conv=?", (conv,))
+        return changed, gone, taken
+
+    def _requeue(self, conv: str, ids: list[str]) -> None:
+        """Put taken ids back (the index could not be written): the index's writer follows them later."""
+        import sqlite3
+
+        try:
+            with self.catalog.transaction() as db:
+                db.executemany("INSERT OR IGNORE INTO index_summary_queue(conv, id) VALUES(?, ?)",
+                               [(conv, i) for i in ids])
+        except (sqlite3.OperationalError, VaultLCMError):
+            pass  # this process compares everything at its next catch-up anyway
+
 
     def follow(self, conv: str) -> int:
         """Index what reached the catalog for ``conv`` since this process last looked; returns docs added.
 
         Cost follows what is new: messages past the position mark (an index seek),
-        the queue of messages found in files, and the summaries only when their
-        change counter moved.
+        the queue of messages found in files, and, when the summaries' change counter
+        moved, the queue of summaries changed (see :data:`_SUMMARY_QUEUE`).
         """
         if self._index is None:
             return 0
@@ -361,7 +409,11 @@ class IndexKeeper:
         generation = summaries_generation(self.catalog, conv)
         if self._sum_print.get(conv) == generation:
             return added
-        changed, gone = self._summary_changes(conv)
+        took = self._take_summary_changes(conv)
+        if took is None:  # the catalog was replaced: its queue says nothing about what the index holds
+            self._caught_up = False
+            return added + self.catch_up()["added"]
+        changed, gone, taken = took
         for sid in changed:
             row = self.dag.get(sid)
             if row is not None:
@@ -370,6 +422,8 @@ class IndexKeeper:
         self.on_removed(gone)
         if self._caught_up:  # nothing failed: this generation is settled
             self._sum_print[conv] = generation
+        elif taken:
+            self._requeue(conv, taken)
         return added
 
     def _drain_queue(self) -> int:
@@ -400,19 +454,24 @@ class IndexKeeper:
         if not self._caught_up and not self._load_marks(index):
             return None
         (queued,), = self.catalog.execute("SELECT COUNT(*) FROM reindex_queue")
-        if queued:
+        if queued or not self._has_indexed_summaries():
             return None
         new = 0
         for conv in self.conversations():
             (n,), = self.catalog.execute("SELECT COUNT(*) FROM messages WHERE conv=? AND seq>?",
                                          (conv, self._msg_mark.get(conv, 0)))
             new += int(n)
-            gone = self._gone_summaries(conv)
-            # A changed body replaces its document; only new ones add to the count.
+            # Only the queued summaries can differ from what the index holds; a changed body replaces
+            # its document, so only new ones add to the count and gone ones take from it.
             (fresh,), = self.catalog.execute(
-                "SELECT COUNT(*) FROM summaries s LEFT JOIN index_summaries k ON k.id = s.id "
-                "WHERE s.conv = ? AND s.parent IS NOT '!invalid' AND k.id IS NULL", (conv,))
-            new += int(fresh) - len(gone)
+                "SELECT COUNT(*) FROM index_summary_queue q JOIN summaries s ON s.id = q.id "
+                "LEFT JOIN index_summaries k ON k.id = q.id "
+                "WHERE q.conv = ? AND s.conv = q.conv AND s.parent IS NOT '!invalid' AND k.id IS NULL", (conv,))
+            (gone,), = self.catalog.execute(
+                "SELECT COUNT(*) FROM index_summary_queue q JOIN index_summaries k ON k.id = q.id "
+                "LEFT JOIN summaries s ON s.id = k.id WHERE q.conv = ? AND k.conv = q.conv "
+                "AND (s.id IS NULL OR s.parent IS '!invalid' OR s.conv <> k.conv)", (conv,))
+            new += int(fresh) - int(gone)
         return new if index.count() + new == self._documents_wanted() else None
 
     def counts_match(self) -> bool:
@@ -508,9 +567,8 @@ class IndexKeeper:
         """Note in the catalog what the index now holds of these summaries (see :data:`_INDEXED_SUMMARIES`)."""
         if not self._caught_up:
             return  # not trusted until the next full compare, which rewrites the table
-        if not self._has_indexed_summaries():
-            self.catalog.execute(_INDEXED_SUMMARIES)
         with self.catalog.transaction() as db:
+            db.execute(_INDEXED_SUMMARIES)  # the catalog may have been replaced under this process
             db.executemany("INSERT OR REPLACE INTO index_summaries(id, conv, hash) VALUES(?, ?, ?)", indexed)
             db.executemany("DELETE FROM index_summaries WHERE id = ?", [(i,) for i in removed])
 

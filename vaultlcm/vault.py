@@ -390,11 +390,16 @@ class Vault:
         note, so opening a vault costs the same whatever its history. A note added, removed or
         renamed changes its folder; an edit in place reaches the catalog through ``watch`` and
         the next writer (``compact``, ``doctor``, ``refresh``), which check every note.
-        ``full`` checks every note even if this process already did.
+        ``full`` checks every note and every log even if this process already did.
         """
         conv = self.require_conversation(conversation)
         with self._lock:
-            changed = self.log.sync(conv)
+            # The logs: after the first sync in a process, the logs folder's stamp and the
+            # newest log are checked (writers record what they append, and the folder's mtime when they
+            # add a day; a git pull replaces files), not every day's log, so a long-running engine's turn
+            # does not cost a look at every day of its history. An older log edited in place reaches
+            # the catalog through `watch` (refresh) and the next process.
+            changed = self.log.sync(conv, quick=not full and conv in self._fully_synced)
             if changed and self.catalog.execute(
                 f"SELECT 1 FROM messages WHERE covered IS NOT NULL AND id IN ({','.join('?' * min(len(changed), 900))}) LIMIT 1",
                 tuple(changed[:900]),
@@ -448,6 +453,7 @@ class Vault:
     def compact(
         self, conversation: str | None = None, *, force: bool = False, target_tokens: int | None = None,
         hard: bool = False, progress: Progress | None = None, git_commit: bool | None = None,
+        budget: int | None = None, views: bool = True, prime_context: bool = True,
     ) -> list[CompactionReport]:
         """Summarize old messages of one conversation (or all) until under the soft threshold (all, with force).
 
@@ -457,10 +463,17 @@ class Vault:
         replaced by the offline fallback instead of leaving the messages for later.
         ``git_commit`` (default: the ``git_auto_commit`` setting) commits what
         changed, one commit per conversation. ``progress(done, total)`` counts
-        conversations.
+        conversations. ``budget`` (default: the ``context_budget_tokens`` setting) is the
+        budget the next context will be assembled at: what the new summaries cost in it is
+        counted now, while the token table is loaded (see :meth:`Assembler.prime`);
+        ``prime_context=False`` counts the new summaries only, for a caller that assembles
+        the next context itself.
+        ``views=False`` leaves the home note and the index note to the caller, which
+        refreshes them at its own pace (:meth:`refresh_views`; a long-running :class:`Engine`).
         """
         convs = [self.require_conversation(conversation)] if conversation else self.conversations()
         want = self.settings.git_auto_commit if git_commit is None else git_commit
+        prime_at = (budget or self.settings.context_budget_tokens) if prime_context else None
         if git_commit:
             gitsync.require_repo(self.root)
         reports = []
@@ -478,8 +491,9 @@ class Vault:
                 if report.created:
                     # The token table is loaded now: count what the next context meets (new notes, the
                     # newest messages as they render) for whichever process assembles it next.
-                    self._derived(lambda: self.assembler.prime(conv, report.created, self.settings.context_budget_tokens))
-                self._derived(lambda: self._on_new_day(conv))
+                    self._derived(lambda: self.assembler.prime(conv, report.created, prime_at))
+                if views:
+                    self._derived(lambda: self._on_new_day(conv))
                 self._derived(lambda: self._count_redactions(conv))
                 if want:
                     report.commit = self._commit(conv, self.dag.journal[mark:], _compact_message(self, conv, report),
