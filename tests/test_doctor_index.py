@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent_traffic import numbered_steps
 from vaultlcm import Vault
 from vaultlcm.index.base import open_index
-from vaultlcm.indexing import IndexKeeper
 
 BACKENDS = ["whoosh", "tantivy"]
 
 
 session = numbered_steps
-
-
-@pytest.fixture
-def full_compares(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the per-document comparisons (each reads every id and hash of the index); still runs them."""
-    calls: list[int] = []
-    real = IndexKeeper._differences
-
-    def spy(self: IndexKeeper, index: Any) -> Any:
-        calls.append(1)
-        return real(self, index)
-
-    monkeypatch.setattr(IndexKeeper, "_differences", spy)
-    return calls
 
 
 def make_vault(root: Path, backend: str) -> None:

@@ -16,23 +16,8 @@ from hypothesis import strategies as st
 
 from agent_traffic import numbered_steps
 from vaultlcm import Vault
-from vaultlcm.indexing import IndexKeeper
 
 BACKENDS = ["whoosh", "tantivy"]
-
-
-@pytest.fixture
-def full_compares(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the per-document comparisons (each reads every id and hash of the index); still runs them."""
-    calls: list[int] = []
-    real = IndexKeeper._differences
-
-    def spy(self: IndexKeeper, index: Any) -> Any:
-        calls.append(1)
-        return real(self, index)
-
-    monkeypatch.setattr(IndexKeeper, "_differences", spy)
-    return calls
 
 
 def make_vault(root: Path, backend: str) -> None:
