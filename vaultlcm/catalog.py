@@ -158,6 +158,8 @@ class Catalog:
         self.db_path = db_path
         self.busy_timeout = busy_timeout
         self._lock = threading.RLock()
+        #: Moves each time the file is (re)opened: a writer's remembered state belongs to one connection.
+        self._generation = 0
         self._db = self._open()
         self._commits = 0
         self._checkpointer: _Checkpointer | None = None
@@ -209,7 +211,7 @@ class Catalog:
             db.close()
             raise
         self._ino = self._inode()
-        self._generation = getattr(self, "_generation", 0) + 1
+        self._generation += 1
         return db
 
     def _inode(self) -> int | None:
