@@ -6,6 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
+from agent_traffic import numbered_steps
 from test_lcm import SMALL, conversation
 from vaultlcm import Settings, Vault
 
@@ -27,3 +30,17 @@ def copy_vault(built: Path, root: Path) -> Path:
     shutil.copytree(built, root, ignore=shutil.ignore_patterns(".vaultlcm"))
     return root
 
+
+#: Both index backends, for tests that run against each.
+BACKENDS = ["whoosh", "tantivy"]
+
+
+def make_indexed_vault(root: Path, backend: str) -> None:
+    """A vault at ``root`` on ``backend`` with 90 messages compacted and indexed (marks saved at close)."""
+    pytest.importorskip(backend)
+    Vault.init(root).close()
+    (root / "vaultlcm.toml").write_text(f'index_backend = "{backend}"\nbackground_compaction = false\n')
+    with Vault(root) as v:
+        v.ingest("c", numbered_steps(90))
+        v.compact("c", force=True)
+        assert v.grep("deploy")["hits"]

@@ -7,23 +7,13 @@ from pathlib import Path
 import pytest
 
 from agent_traffic import numbered_steps
+from people_vaults import BACKENDS, make_indexed_vault as make_vault
 from vaultlcm import Vault
 from vaultlcm.index.base import open_index
 
-BACKENDS = ["whoosh", "tantivy"]
 
 
 session = numbered_steps
-
-
-def make_vault(root: Path, backend: str) -> None:
-    pytest.importorskip(backend)
-    Vault.init(root).close()
-    (root / "vaultlcm.toml").write_text(f'index_backend = "{backend}"\nbackground_compaction = false\n')
-    with Vault(root) as v:
-        v.ingest("c", session(90))
-        v.compact("c", force=True)
-        assert v.grep("deploy")["hits"]  # the index is built and its marks saved at close
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -15,20 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_traffic import numbered_steps
+from people_vaults import BACKENDS, make_indexed_vault as make_vault
 from vaultlcm import Vault
-
-BACKENDS = ["whoosh", "tantivy"]
-
-
-def make_vault(root: Path, backend: str) -> None:
-    pytest.importorskip(backend)
-    Vault.init(root).close()
-    (root / "vaultlcm.toml").write_text(f'index_backend = "{backend}"\nbackground_compaction = false\n')
-    with Vault(root) as v:
-        v.ingest("c", numbered_steps(90))
-        v.compact("c", force=True)
-        assert v.grep("deploy")["hits"]  # the index is built and its marks saved at close
-
 
 def queued(v: Vault) -> set[str]:
     return {r[0] for r in v.catalog.execute("SELECT id FROM index_summary_queue")}
