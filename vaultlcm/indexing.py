@@ -506,14 +506,18 @@ class IndexKeeper:
         ``logs_read=False``: the catalog was just reset and has not read the logs yet; they
         are read for the catalog and the index in one pass (and every conversation synced).
         """
+        backend = backend or self.settings.index_backend
         if self._index is not None:
             self._index.close()
             self._index = None
         shutil.rmtree(self.layout.index_dir, ignore_errors=True)
-        index = open_index(backend or self.settings.index_backend, self.layout.index_dir, reset=True)
-        self._index = index
         count = None
-        if not logs_read:
+        if not logs_read and backend == "tantivy":
+            # Whoosh stays in this process: its writer already spreads over worker processes.
+            count = self._rebuild_beside(backend, progress)
+        index = open_index(backend, self.layout.index_dir, reset=count is None)
+        self._index = index
+        if not logs_read and count is None and backend != "tantivy":
             try:
                 # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
                 count = index.rebuild(self._rebuilt_docs(), progress=progress, unique=True)
@@ -529,6 +533,37 @@ class IndexKeeper:
         self._caught_up = True
         self._set_marks()
         return count
+
+    def _rebuild_beside(self, backend: str, progress: Callable[[int], None] | None) -> int | None:
+        """Rebuild the (reset) catalog here while a child process builds the index (see
+        :mod:`vaultlcm.index_builder`); the number of documents, or None when the child's messages
+        are not the catalog's (it was told to drop them: the caller indexes from the catalog).
+
+        Raises :class:`~vaultlcm.errors.IndexBuildError` when the child fails; the child has
+        ended whatever happens here (an error, Ctrl-C)."""
+        from .index_builder import IndexBuilder, hash_sum
+
+        convs = self.conversations()
+        with IndexBuilder(self.layout, backend, convs) as builder:
+            stored: dict[str, tuple[int, int]] = {}
+            stands = True
+            for conv in convs:
+                count, digest = 0, 0
+                for entries in self.catalog.rebuild_logs(conv, self.layout.inside(self.layout.logs_dir(conv))):
+                    count += len(entries)
+                    digest = (digest + hash_sum(h for _, h in entries)) % (1 << 64)
+                    builder.check(progress)
+                stored[conv] = (count, digest)
+                stands = stands and self.catalog.at_writer_positions(conv, count)
+                self.sync(conv)
+                builder.check(progress)
+            if not stands or builder.tallies(progress) != stored:
+                builder.abort()
+                return None
+            for conv in convs:
+                builder.add(self._summary_docs(conv))
+                builder.check(progress)
+            return builder.commit(progress)
 
     def on_messages(self, pairs: list[tuple["MessageRow", Message]]) -> None:
         if self._index is not None and pairs:
