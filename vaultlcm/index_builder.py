@@ -52,6 +52,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .errors import IndexBuildError
 
 if TYPE_CHECKING:
+    from .catalog import Catalog
     from .index.base import IndexDoc
     from .layout import VaultLayout
 
@@ -71,15 +72,28 @@ def hash_sum(hashes: Iterable[str]) -> int:
     return sum(int(h, 16) for h in hashes) & _MASK
 
 
+def catalog_tally(catalog: "Catalog", conv: str) -> tuple[int, int]:
+    """How many messages ``conv`` holds in the catalog and their :func:`hash_sum` (read a page at a time)."""
+    count, digest, after = 0, 0, 0
+    while True:
+        page = catalog.execute("SELECT seq, hash FROM messages WHERE conv=? AND seq>? ORDER BY seq LIMIT 20000",
+                               (conv, after))
+        if not page:
+            return count, digest
+        count += len(page)
+        digest = (digest + hash_sum(h for _, h in page)) & _MASK
+        after = page[-1][0]
+
+
 def log_docs(layout: "VaultLayout", conv: str, tally: list[int]) -> Iterator["IndexDoc"]:
     """The documents of ``conv``'s messages as its logs hold them, the entries the catalog's rebuild stores.
 
     Mirrors :meth:`Catalog.rebuild_logs <vaultlcm.catalog.Catalog.rebuild_logs>`: the
-    same files (plain ``.md`` files of the logs folder, in name order), the same
-    entries (every parsed entry but those of an incomplete batch). It cannot see
-    what only the catalog knows (an id repeated in two places, a batch released
-    later); the tallies (``tally``: count and digest, updated as documents are made)
-    tell the parent when the two differ.
+    same files (plain ``.md`` files of the logs folder, in name order), every entry
+    parsed, at its writer's position. It cannot see what only the catalog knows (an
+    id repeated in two places, a batch left incomplete by a crash, an order restored
+    after a merge); the tallies (``tally``: count and digest, updated as documents
+    are made) tell the parent when the two differ.
     """
     from .catalog import entry_hash
     from .indexing import entry_doc
@@ -105,9 +119,6 @@ def log_docs(layout: "VaultLayout", conv: str, tally: list[int]) -> Iterator["In
         for item in iter_entries(data, path=f"{base}/{name}", base_offset=0, base_line=1):
             if not isinstance(item, ParsedEntry):
                 continue
-            batch = item.meta.get("batch")
-            if isinstance(batch, list) and len(batch) == 3:
-                continue  # parked in ``pending`` until its batch is complete
             h = entry_hash(item.raw)
             tally[0] += 1
             tally[1] = (tally[1] + int(h, 16)) & _MASK
@@ -304,9 +315,9 @@ class IndexBuilder:
             if tail:
                 said += f"; its last output: {tail}"
         raise IndexBuildError(
-            f"the process building the search index (pid {self._proc.pid}) {what}: {said}. "
-            "The catalog was rebuilt, the index was not (it is left empty and no search uses it as current); "
-            "run `vaultlcm reindex` again.")
+            f"the process building the search index (pid {self._proc.pid}) {what}: {said.rstrip('.')}. "
+            "Nothing it built was committed (the index is left empty, not marked current); "
+            "fix the cause and run `vaultlcm reindex` again.")
 
     def check(self, progress: Callable[[int], None] | None = None) -> None:
         """Hand on the child's progress (on this thread); raise :class:`IndexBuildError` if it failed."""

@@ -541,20 +541,19 @@ class IndexKeeper:
 
         Raises :class:`~vaultlcm.errors.IndexBuildError` when the child fails; the child has
         ended whatever happens here (an error, Ctrl-C)."""
-        from .index_builder import IndexBuilder, hash_sum
+        from .index_builder import IndexBuilder, catalog_tally
 
         convs = self.conversations()
         with IndexBuilder(self.layout, backend, convs) as builder:
             stored: dict[str, tuple[int, int]] = {}
             stands = True
             for conv in convs:
-                count, digest = 0, 0
-                for entries in self.catalog.rebuild_logs(conv, self.layout.inside(self.layout.logs_dir(conv))):
-                    count += len(entries)
-                    digest = (digest + hash_sum(h for _, h in entries)) % (1 << 64)
+                for _entries in self.catalog.rebuild_logs(conv, self.layout.inside(self.layout.logs_dir(conv))):
                     builder.check(progress)
-                stored[conv] = (count, digest)
-                stands = stands and self.catalog.at_writer_positions(conv, count)
+                # What the catalog holds, batches released from ``pending`` included (the child indexes
+                # every entry; an incomplete batch or a repeated id makes the tallies differ).
+                stored[conv] = catalog_tally(self.catalog, conv)
+                stands = stands and self.catalog.at_writer_positions(conv, stored[conv][0])
                 self.sync(conv)
                 builder.check(progress)
             if not stands or builder.tallies(progress) != stored:
