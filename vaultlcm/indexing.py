@@ -113,6 +113,10 @@ def summary_doc(row: "SummaryRow") -> IndexDoc:
 class IndexKeeper:
     """Owns the vault's index: opening, catching up, incremental adds and rebuilds."""
 
+    #: Backends whose index a reindex builds in a second process (see :mod:`vaultlcm.index_builder`).
+    #: Not Whoosh: its writer already spreads a rebuild over worker processes of its own.
+    build_beside: tuple[str, ...] = ("tantivy",)
+
     def __init__(
         self,
         layout: "VaultLayout",
@@ -512,12 +516,12 @@ class IndexKeeper:
             self._index = None
         shutil.rmtree(self.layout.index_dir, ignore_errors=True)
         count = None
-        if not logs_read and backend == "tantivy":
-            # Whoosh stays in this process: its writer already spreads over worker processes.
+        beside = not logs_read and backend in self.build_beside
+        if beside:
             count = self._rebuild_beside(backend, progress)
         index = open_index(backend, self.layout.index_dir, reset=count is None)
         self._index = index
-        if not logs_read and count is None and backend != "tantivy":
+        if not logs_read and not beside:
             try:
                 # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
                 count = index.rebuild(self._rebuilt_docs(), progress=progress, unique=True)
