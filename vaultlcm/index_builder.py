@@ -253,13 +253,13 @@ class IndexBuilder:
         self._ended = False
         self._reader = threading.Thread(target=self._read, name="vaultlcm-index-builder", daemon=True)
         self._reader.start()
-        self._send("job", {"root": str(layout.root), "state": str(layout.state) if layout.state else "",
-                           "index_dir": str(layout.index_dir), "backend": backend,
-                           "conversations": list(conversations), "lock_timeout": lock_timeout})
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
+        try:
+            self._send("job", {"root": str(layout.root), "state": str(layout.state) if layout.state else "",
+                               "index_dir": str(layout.index_dir), "backend": backend,
+                               "conversations": list(conversations), "lock_timeout": lock_timeout})
+        except BaseException:
+            self.close()  # not yet inside a ``with``: nothing else would
+            raise
 
     def __enter__(self) -> "IndexBuilder":
         return self
