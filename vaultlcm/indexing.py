@@ -508,7 +508,9 @@ class IndexKeeper:
         """Drop the index and build it again from the Markdown files (with ``backend``, default: the setting's).
 
         ``logs_read=False``: the catalog was just reset and has not read the logs yet; they
-        are read for the catalog and the index in one pass (and every conversation synced).
+        are read for the catalog and the index in one pass (and every conversation synced),
+        or, on the backends of :attr:`build_beside`, the index is built by a second process
+        reading the logs itself while this one rebuilds the catalog.
         """
         backend = backend or self.settings.index_backend
         if self._index is not None:
