@@ -387,7 +387,7 @@ ROWS = [
     ("compaction (messages per CPU s)", "compact_msgs_per_cpu_s", None),
     ("reindex (messages per minute), {b}", "{b}.reindex_msgs_per_min", None),
     ("reindex (messages per CPU minute, every process), {b}", "{b}.reindex_msgs_per_cpu_min", None),
-    ("reindex peak RSS (MB, the process tree's sum), {b}", "{b}.reindex_peak_rss_mb", None),
+    ("reindex peak RSS (MB), {b}", "{b}.reindex_peak_rss_mb", None),  # the process tree's summed RSS
     ("first assemble after open (ms)", "first_assemble_ms", None),
     ("status (ms)", "status_ms", None),
     ("status peak RSS (MB)", "status_rss_mb", None),
