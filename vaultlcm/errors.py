@@ -129,6 +129,10 @@ class IndexError_(VaultLCMError):
     """The full-text index failed; it can always be rebuilt with ``vaultlcm reindex``."""
 
 
+class IndexBuildError(IndexError_):
+    """The process building the index during ``vaultlcm reindex`` failed; the message says how."""
+
+
 class ValidationProblem(VaultLCMError):
     """A hand-edited note failed validation; names the file and field."""
 

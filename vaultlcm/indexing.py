@@ -113,6 +113,10 @@ def summary_doc(row: "SummaryRow") -> IndexDoc:
 class IndexKeeper:
     """Owns the vault's index: opening, catching up, incremental adds and rebuilds."""
 
+    #: Backends whose index a reindex builds in a second process (see :mod:`vaultlcm.index_builder`).
+    #: Not Whoosh: its writer already spreads a rebuild over worker processes of its own.
+    build_beside: tuple[str, ...] = ("tantivy",)
+
     def __init__(
         self,
         layout: "VaultLayout",
@@ -504,16 +508,22 @@ class IndexKeeper:
         """Drop the index and build it again from the Markdown files (with ``backend``, default: the setting's).
 
         ``logs_read=False``: the catalog was just reset and has not read the logs yet; they
-        are read for the catalog and the index in one pass (and every conversation synced).
+        are read for the catalog and the index in one pass (and every conversation synced),
+        or, on the backends of :attr:`build_beside`, the index is built by a second process
+        reading the logs itself while this one rebuilds the catalog.
         """
+        backend = backend or self.settings.index_backend
         if self._index is not None:
             self._index.close()
             self._index = None
         shutil.rmtree(self.layout.index_dir, ignore_errors=True)
-        index = open_index(backend or self.settings.index_backend, self.layout.index_dir, reset=True)
-        self._index = index
         count = None
-        if not logs_read:
+        beside = not logs_read and backend in self.build_beside
+        if beside:
+            count = self._rebuild_beside(backend, progress)
+        index = open_index(backend, self.layout.index_dir, reset=count is None)
+        self._index = index
+        if not logs_read and not beside:
             try:
                 # Catalog primary keys (messages ``m-…``, summaries ``sum_…``): no id can repeat.
                 count = index.rebuild(self._rebuilt_docs(), progress=progress, unique=True)
@@ -529,6 +539,36 @@ class IndexKeeper:
         self._caught_up = True
         self._set_marks()
         return count
+
+    def _rebuild_beside(self, backend: str, progress: Callable[[int], None] | None) -> int | None:
+        """Rebuild the (reset) catalog here while a child process builds the index (see
+        :mod:`vaultlcm.index_builder`); the number of documents, or None when the child's messages
+        are not the catalog's (it was told to drop them: the caller indexes from the catalog).
+
+        Raises :class:`~vaultlcm.errors.IndexBuildError` when the child fails; the child has
+        ended whatever happens here (an error, Ctrl-C)."""
+        from .index_builder import IndexBuilder, catalog_tally
+
+        convs = self.conversations()
+        with IndexBuilder(self.layout, backend, convs) as builder:
+            stored: dict[str, tuple[int, int]] = {}
+            stands = True
+            for conv in convs:
+                for _entries in self.catalog.rebuild_logs(conv, self.layout.inside(self.layout.logs_dir(conv))):
+                    builder.check(progress)
+                # What the catalog holds, batches released from ``pending`` included (the child indexes
+                # every entry; an incomplete batch or a repeated id makes the tallies differ).
+                stored[conv] = catalog_tally(self.catalog, conv)
+                stands = stands and self.catalog.at_writer_positions(conv, stored[conv][0])
+                self.sync(conv)
+                builder.check(progress)
+            if not stands or builder.tallies(progress) != stored:
+                builder.abort()
+                return None
+            for conv in convs:
+                builder.add(self._summary_docs(conv))
+                builder.check(progress)
+            return builder.commit(progress)
 
     def on_messages(self, pairs: list[tuple["MessageRow", Message]]) -> None:
         if self._index is not None and pairs:
