@@ -181,7 +181,9 @@ class Splits:
 
     Times are wall seconds measured with ``perf_counter`` around each call, in whichever thread runs it
     (compaction runs in the engine's own thread): flat per-message figures mean per-turn cost does not
-    grow with history. Nested parts are included in their callers' figures.
+    grow with history. Nested parts are included in their callers' figures. Each part's CPU time in its
+    own thread (``thread_time``) is kept beside its wall time: wall time well above it is waiting (for
+    a lock the other thread holds, for the GIL, for the disk), not work that grew.
     """
 
     #: (attribute path from the engine, method name, label)
@@ -201,21 +203,23 @@ class Splits:
 
         self._lock = threading.Lock()
         self.total: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
         self.calls: dict[str, int] = {}
-        self._mark: tuple[dict[str, float], dict[str, int]] = ({}, {})
+        self._mark: tuple[dict[str, float], dict[str, float], dict[str, int]] = ({}, {}, {})
 
-    def add(self, label: str, seconds: float) -> None:
+    def add(self, label: str, seconds: float, cpu: float = 0.0) -> None:
         with self._lock:
             self.total[label] = self.total.get(label, 0.0) + seconds
+            self.cpu[label] = self.cpu.get(label, 0.0) + cpu
             self.calls[label] = self.calls.get(label, 0) + 1
 
     def timed(self, label: str, fn: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.add(label, time.perf_counter() - t)
+                self.add(label, time.perf_counter() - t, time.thread_time() - c)
         return wrapper
 
     def instrument(self, engine: Engine) -> None:
@@ -229,10 +233,11 @@ class Splits:
     def window(self, messages: int) -> dict[str, Any]:
         """Milliseconds per message of each part since the last call, and calls per 1,000 messages."""
         with self._lock:
-            total, calls = dict(self.total), dict(self.calls)
-        before_t, before_c = self._mark
-        self._mark = (total, calls)
+            total, cpu, calls = dict(self.total), dict(self.cpu), dict(self.calls)
+        before_t, before_cpu, before_c = self._mark
+        self._mark = (total, cpu, calls)
         return {label: {"ms_per_message": round((total[label] - before_t.get(label, 0.0)) * 1000 / messages, 3),
+                        "cpu_ms_per_message": round((cpu[label] - before_cpu.get(label, 0.0)) * 1000 / messages, 3),
                         "calls_per_1k": round((calls[label] - before_c.get(label, 0)) * 1000 / messages, 1)}
                 for label in sorted(total) if messages}
 
