@@ -342,6 +342,11 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
                 ingest_batch(call)
             before, done = done, done + len(turn)
             after_turn()
+            # Sampled before this turn's calls: the traffic's turns are 4 messages, so every sample falls
+            # on a turn that also assembles and greps, and after them it would measure what a grep just
+            # mapped in (let go a few seconds later), not what the engine holds between calls.
+            if done // sample_every != before // sample_every:
+                sample(done, n)
             if n % assemble_every == 0:
                 assemble()
             if n % grep_every == 0:
@@ -355,8 +360,6 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
                 snapshot = None
                 if progress:
                     print(trace_text, file=sys.stderr, flush=True)
-            if done // sample_every != before // sample_every:
-                sample(done, n)
         engine.wait_idle(600)
         end_rss = rss_mib()
     return {
