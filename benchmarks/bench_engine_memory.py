@@ -79,6 +79,46 @@ def anon_mib() -> float:
     return value if value is not None else float("nan")
 
 
+def mapped_mib(root: Path) -> dict[str, float]:
+    """File-backed resident pages by what is mapped (``/proc/self/smaps``), in MiB.
+
+    Groups: the search index's files by extension (``index.store``, ``index.idx``, ...; files a merge
+    deleted but a mapping still holds are ``(deleted)``), the catalog and other files under the vault
+    (``vault``), shared libraries and Python's own files (``libs``), anything else by path.
+    RSS minus anonymous memory is mostly these: clean pages the kernel can take back.
+    """
+    groups: dict[str, float] = {}
+    try:
+        text = Path("/proc/self/smaps").read_text()
+    except OSError:
+        return groups
+    vault = str(root.resolve())
+    path = ""
+    for line in text.splitlines():
+        head = line.split(None, 1)
+        if not head:
+            continue
+        if "-" in head[0] and not head[0].endswith(":"):  # a mapping's header line: address range first
+            fields = line.split(None, 5)
+            path = fields[5].strip() if len(fields) > 5 else ""
+        elif head[0] in ("Rss:", "Anonymous:") and path.startswith("/"):
+            kb = int(line.split()[1]) * (1 if head[0] == "Rss:" else -1)  # file pages = Rss - Anonymous (COW)
+            if path.startswith(vault):
+                rel = path[len(vault):]
+                if "/index" in rel:  # by the file's kind (.store, .idx, .pos, .term, .fast, ...); merged away?
+                    name = rel.removesuffix(" (deleted)").rsplit("/", 1)[-1]
+                    key = "index" + ("." + name.rsplit(".", 1)[-1] if "." in name else "")
+                    key += " (deleted)" if rel.endswith(" (deleted)") else ""
+                else:
+                    key = "vault"
+            elif ".so" in path or "/python" in path:
+                key = "libs"
+            else:
+                key = path
+            groups[key] = groups.get(key, 0.0) + kb / 1024
+    return {k: round(v, 2) for k, v in sorted(groups.items(), key=lambda kv: -kv[1]) if abs(v) >= 0.05}
+
+
 def slope(points: list[tuple[int, float]]) -> float:
     """Least-squares slope of ``(messages, MiB)`` points, in MiB per 1,000 messages."""
     if len(points) < 2:
@@ -141,7 +181,9 @@ class Splits:
 
     Times are wall seconds measured with ``perf_counter`` around each call, in whichever thread runs it
     (compaction runs in the engine's own thread): flat per-message figures mean per-turn cost does not
-    grow with history. Nested parts are included in their callers' figures.
+    grow with history. Nested parts are included in their callers' figures. Each part's CPU time in its
+    own thread (``thread_time``) is kept beside its wall time: wall time well above it is waiting (for
+    a lock the other thread holds, for the GIL, for the disk), not work that grew.
     """
 
     #: (attribute path from the engine, method name, label)
@@ -161,21 +203,23 @@ class Splits:
 
         self._lock = threading.Lock()
         self.total: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
         self.calls: dict[str, int] = {}
-        self._mark: tuple[dict[str, float], dict[str, int]] = ({}, {})
+        self._mark: tuple[dict[str, float], dict[str, float], dict[str, int]] = ({}, {}, {})
 
-    def add(self, label: str, seconds: float) -> None:
+    def add(self, label: str, seconds: float, cpu: float = 0.0) -> None:
         with self._lock:
             self.total[label] = self.total.get(label, 0.0) + seconds
+            self.cpu[label] = self.cpu.get(label, 0.0) + cpu
             self.calls[label] = self.calls.get(label, 0) + 1
 
     def timed(self, label: str, fn: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.add(label, time.perf_counter() - t)
+                self.add(label, time.perf_counter() - t, time.thread_time() - c)
         return wrapper
 
     def instrument(self, engine: Engine) -> None:
@@ -189,10 +233,11 @@ class Splits:
     def window(self, messages: int) -> dict[str, Any]:
         """Milliseconds per message of each part since the last call, and calls per 1,000 messages."""
         with self._lock:
-            total, calls = dict(self.total), dict(self.calls)
-        before_t, before_c = self._mark
-        self._mark = (total, calls)
+            total, cpu, calls = dict(self.total), dict(self.cpu), dict(self.calls)
+        before_t, before_cpu, before_c = self._mark
+        self._mark = (total, cpu, calls)
         return {label: {"ms_per_message": round((total[label] - before_t.get(label, 0.0)) * 1000 / messages, 3),
+                        "cpu_ms_per_message": round((cpu[label] - before_cpu.get(label, 0.0)) * 1000 / messages, 3),
                         "calls_per_1k": round((calls[label] - before_c.get(label, 0)) * 1000 / messages, 1)}
                 for label in sorted(total) if messages}
 
@@ -251,6 +296,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
     samples: list[tuple[int, float]] = []
     anon: list[tuple[int, float]] = []
     caches: list[tuple[int, dict[str, int]]] = []
+    mapped: list[tuple[int, dict[str, float]]] = []  # file-backed pages by mapped group (see mapped_mib)
     # Per sample window: wall ms a message, the turns in it, and the splits (see :class:`Splits`).
     pace: list[dict[str, Any]] = []
     splits = Splits()
@@ -264,6 +310,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
         samples.append((i, rss_mib()))
         anon.append((i, anon_mib()))
         caches.append((i, cache_sizes(engine)))
+        mapped.append((i, mapped_mib(root)))
         window = i - last[0]
         if window:
             pace.append({"messages": i, "ms_per_message": round((now - last[1]) * 1000 / window, 3),
@@ -272,11 +319,13 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
         last[:] = [i, now, turn_count]
         if progress:
             rate = f"  {pace[-1]['ms_per_message']:6.1f} ms/msg" if window else ""
+            index = sum(v for k, v in mapped[-1][1].items() if k.startswith("index"))
+            files = f"index {index:.1f}  " + "  ".join(f"{k} {v:.1f}" for k, v in list(mapped[-1][1].items())[:4])
             print(f"{i:>9,} messages  {samples[-1][1]:8.1f} MiB  (anon {anon[-1][1]:7.1f})  "
-                  f"{now - t0:7.0f} s{rate}", file=sys.stderr, flush=True)
+                  f"{now - t0:7.0f} s{rate}  files: {files}", file=sys.stderr, flush=True)
         if partial is not None and i:
             data = {**summarize(i, samples, anon, now - t0), "backend": backend or "default",
-                    "batch": batch, "partial": True, "caches": caches, "pace": pace}
+                    "batch": batch, "partial": True, "caches": caches, "mapped": mapped, "pace": pace}
             partial.write_text(json.dumps(data, indent=1))
 
     with Engine(root, "agent", token_budget=budget, environ=environ) as engine:
@@ -293,6 +342,11 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
                 ingest_batch(call)
             before, done = done, done + len(turn)
             after_turn()
+            # Sampled before this turn's calls: the traffic's turns are 4 messages, so every sample falls
+            # on a turn that also assembles and greps, and after them it would measure what a grep just
+            # mapped in (let go a few seconds later), not what the engine holds between calls.
+            if done // sample_every != before // sample_every:
+                sample(done, n)
             if n % assemble_every == 0:
                 assemble()
             if n % grep_every == 0:
@@ -306,8 +360,6 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
                 snapshot = None
                 if progress:
                     print(trace_text, file=sys.stderr, flush=True)
-            if done // sample_every != before // sample_every:
-                sample(done, n)
         engine.wait_idle(600)
         end_rss = rss_mib()
     return {
@@ -316,6 +368,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
         "batch": batch,
         "rss_end_mib": end_rss,
         "caches": caches,
+        "mapped": mapped,
         "pace": pace,
         "trace": trace_text,
     }

@@ -56,14 +56,37 @@ def test_a_small_run_samples_rss_and_leaves_a_working_vault(tmp_path: Path) -> N
 
 def test_splits_sum_each_part_by_window() -> None:
     splits = bench.Splits()
+    splits.add("a", 0.5, 0.25)
     splits.add("a", 0.5)
-    splits.add("a", 0.5)
-    assert splits.window(100) == {"a": {"ms_per_message": 10.0, "calls_per_1k": 20.0}}
-    splits.add("b", 0.2)
-    assert splits.window(10) == {"a": {"ms_per_message": 0.0, "calls_per_1k": 0.0},
-                                 "b": {"ms_per_message": 20.0, "calls_per_1k": 100.0}}
+    assert splits.window(100) == {"a": {"ms_per_message": 10.0, "cpu_ms_per_message": 2.5, "calls_per_1k": 20.0}}
+    splits.add("b", 0.2, 0.1)
+    assert splits.window(10) == {"a": {"ms_per_message": 0.0, "cpu_ms_per_message": 0.0, "calls_per_1k": 0.0},
+                                 "b": {"ms_per_message": 20.0, "cpu_ms_per_message": 10.0, "calls_per_1k": 100.0}}
     timed = splits.timed("c", lambda x: x * 2)
     assert timed(21) == 42 and splits.window(1)["c"]["calls_per_1k"] == 1000.0
+
+
+def test_splits_tell_waiting_from_work() -> None:
+    import threading
+    import time
+
+    splits = bench.Splits()
+    lock, held = threading.Lock(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            time.sleep(0.3)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    splits.timed("blocked", lambda: lock.acquire() and lock.release())()  # waits for the holder: wall, no CPU
+    splits.timed("busy", lambda: sum(i * i for i in range(300_000)))()
+    holder.join()
+    parts = splits.window(1)
+    assert parts["blocked"]["ms_per_message"] > 100 > parts["blocked"]["cpu_ms_per_message"] * 5
+    assert parts["busy"]["cpu_ms_per_message"] > 0
 
 
 @pytest.mark.slow

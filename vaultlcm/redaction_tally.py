@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .fsutil import atomic_write, read_file, read_span
+from .fsutil import TEMP_PREFIX, read_file, read_span
 from .layout import VaultLayout
 from .secrets import MARKER_RE
 
@@ -55,12 +57,20 @@ class RedactionTally:
         return dict(sorted(total.items()))
 
     def save(self) -> None:
+        """Write the counts back (renamed into place, not fsynced).
+
+        Compaction saves after every run, several times a minute for a busy agent: two fsyncs
+        each (the file and its folder) bought nothing, since a file lost or cut short by a
+        crash loads as no counts (see :meth:`_load`) and the next count reads the logs again.
+        """
         if self._dirty:
+            data = json.dumps({"version": CACHE_VERSION, "files": self._files}, sort_keys=True).encode("utf-8")
+            tmp = self.path.with_name(f"{TEMP_PREFIX}{self.path.name}.{os.getpid()}.{threading.get_ident()}")
             try:
-                data = {"version": CACHE_VERSION, "files": self._files}
-                atomic_write(self.path, json.dumps(data, sort_keys=True).encode("utf-8"))
+                tmp.write_bytes(data)
+                os.replace(tmp, self.path)
             except OSError:
-                pass  # a cache: the next count reads the files again
+                tmp.unlink(missing_ok=True)  # a cache: the next count reads the files again
             self._dirty = False
 
     def _paths(self, conv: str) -> list[Path]:

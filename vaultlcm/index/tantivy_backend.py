@@ -12,10 +12,18 @@ Install it with ``pip install 'vaultlcm[tantivy]'``.
 * Tantivy merges segments in its own background threads, and allows one writer
   per index; our writer lock file comes first, so a second process opens the
   index read-only instead of failing inside Tantivy.
+* Tantivy reads its segment files through memory maps, and every page a search
+  (or the writer's deletes and merges, through the same maps) touched stays in
+  the process's resident set for as long as the segment lives: in a process
+  that runs for months that grows with the index. A searcher left unused for
+  :data:`RELEASE_IDLE` seconds is let go with the native index object that
+  holds its maps (see :meth:`TantivyIndex._release`); the next search maps the
+  files again, touching only what it reads.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -40,6 +48,8 @@ except ImportError as exc:  # an optional extra
 #: regex query matches them all (recall is what grep needs).
 MAX_PREFIX_TERMS = 512
 WRITER_HEAP = 64_000_000  # bytes; the writer flushes a segment when it fills up
+#: Seconds a searcher may sit unused before the pages it mapped are let go (:meth:`TantivyIndex._release`).
+RELEASE_IDLE = 5.0
 #: How many of each kind's best matches a count keeps for the searches that follow it: a
 #: page of 20 with the band settling its ties (buffered.BAND_SIZE) and the summaries' rerank head.
 HEAD = 128
@@ -99,6 +109,8 @@ class TantivyIndex(BufferedIndex):
         self._meta: bytes | None = None
         #: (searcher, query, filters without kind, {kind: (best rows, count)}) of the last count; see _n_tally.
         self._memo: tuple[Any, ParsedQuery, Filters, dict[str, tuple[list[Row], int]]] | None = None
+        #: When a search last used the native index (monotonic), None while nothing was read since the last release.
+        self._used_at: float | None = None
         super().__init__(path, **kwargs)
 
     # -- open / create
@@ -121,6 +133,14 @@ class TantivyIndex(BufferedIndex):
         self._writer = self._ix.writer(heap_size=WRITER_HEAP)
 
     def _n_refresh(self) -> None:
+        now = time.monotonic()
+        if self._used_at is not None and now - self._used_at >= RELEASE_IDLE:
+            self._release()  # a reader process has no idle thread: it lets go on its next search instead
+        if self._used_at is None:
+            with self._cv:  # the writer's idle thread sleeps without a deadline: give it one
+                self._used_at = now
+                self._cv.notify_all()
+        self._used_at = now
         # Every search refreshes first. While meta.json reads the same, no commit or merge happened
         # since, and the searcher held (with what was counted on it) still sees the latest state.
         # Read before the reload: a commit landing in between leaves the two different, so the
@@ -134,6 +154,39 @@ class TantivyIndex(BufferedIndex):
         self._ix.reload()  # also picks up other processes' commits
         self._searcher = self._ix.searcher()
         self._meta, self._memo = meta, None
+
+    def _release(self) -> None:
+        """Let go of every page the searches mapped in: replace the native index object by a fresh one.
+
+        The reader inside the native index maps each segment's files and keeps the maps (and
+        whatever pages were touched through them) while the segment lives; reloading it after a
+        commit keeps the maps of the segments that did not change. Only dropping the index object
+        (with the searcher and the counts kept on it) unmaps them. The writer is left alone: it
+        keeps no maps between commits (its deletes and merges open the files and close them again).
+        Opening costs a few milliseconds; the next search starts cold but reads the same files.
+        """
+        fresh = tantivy.Index.open(str(self.path))
+        self._searcher, self._memo, self._meta = None, None, None
+        self._ix = fresh
+        self._used_at = None
+
+    def _live(self) -> Any:
+        """The searcher; after a release that raced the read lock, a fresh one (the reads hold that lock)."""
+        if self._searcher is None:
+            self._n_refresh()
+        return self._searcher
+
+    def _idle_wait(self) -> float | None:
+        used = self._used_at
+        return None if used is None else max(0.0, used + RELEASE_IDLE - time.monotonic())
+
+    def _n_maintain(self) -> None:
+        # The writer's idle thread (after a commit, or woken by _idle_wait): searches hold the read lock.
+        used = self._used_at
+        if used is not None and time.monotonic() - used >= RELEASE_IDLE:
+            with self._read_lock:
+                if self._used_at is not None and time.monotonic() - self._used_at >= RELEASE_IDLE:
+                    self._release()
 
     def _n_close(self) -> None:
         if self._writer is not None:
@@ -171,10 +224,10 @@ class TantivyIndex(BufferedIndex):
     # -- reads
 
     def _n_count(self) -> int:
-        return int(self._searcher.num_docs)
+        return int(self._live().num_docs)
 
     def _n_hashes(self) -> dict[str, str]:
-        s = self._searcher
+        s = self._live()
         n = s.num_docs
         if n == 0:
             return {}
@@ -187,7 +240,7 @@ class TantivyIndex(BufferedIndex):
     def _n_load(self, refs: list[Any]) -> list[dict[str, Any]]:
         out = []
         for addr in refs:
-            doc = self._searcher.doc(addr)
+            doc = self._live().doc(addr)
             fields = {k: doc.get_first(k) or "" for k in ("id", "kind", "conversation", "text", "role")}
             depth = doc.get_first("depth")
             fields["depth"] = -1 if depth is None else depth
@@ -223,7 +276,7 @@ class TantivyIndex(BufferedIndex):
         return clauses[0][1] if len(clauses) == 1 else Query.boolean_query(clauses)
 
     def _n_search(self, pq: ParsedQuery, filters: Filters, n: int, sort: str) -> list[Row]:
-        s = self._searcher
+        s = self._live()
         memo = self._memo
         if memo is not None and sort == "relevance" and filters.kind is not None and memo[0] is s \
                 and memo[1] == pq and memo[2] == replace(filters, kind=None):
@@ -241,7 +294,7 @@ class TantivyIndex(BufferedIndex):
     def _rows(self, hits: list[tuple[Any, Any]], *, scored: bool) -> list[Row]:
         if not hits:
             return []
-        s = self._searcher
+        s = self._live()
         addrs = [a for _, a in hits]
         ats = s.fast_field_values("at", addrs)
         seqs = s.fast_field_values("seq", addrs)
@@ -255,7 +308,7 @@ class TantivyIndex(BufferedIndex):
         agg: dict[str, Any] = {"terms": {"field": "kind", "size": 16}}
         if per_day:
             agg["aggs"] = {"days": {"histogram": {"field": "at", "interval": 86400.0, "min_doc_count": 1}}}
-        result = self._searcher.aggregate(self._query(pq, filters), {"kinds": agg})
+        result = self._live().aggregate(self._query(pq, filters), {"kinds": agg})
         by_kind: Counter[str] = Counter()
         by_day: Counter[tuple[int, str]] = Counter()
         for bucket in result["kinds"]["buckets"]:
@@ -274,7 +327,7 @@ class TantivyIndex(BufferedIndex):
         30 ms a walk). Counting inside each kind's ranked search walks them once, and
         the page searches that follow on the same searcher are served from the heads.
         """
-        s = self._searcher
+        s = self._live()
         heads: dict[str, tuple[list[Row], int]] = {}
         for kind in KINDS:
             found = s.search(self._query(pq, replace(filters, kind=kind)), limit=HEAD, count=True)
@@ -283,7 +336,7 @@ class TantivyIndex(BufferedIndex):
         return match_count(Counter({k: c for k, (_, c) in heads.items()}), Counter())
 
     def _n_doc_freq(self, term: str) -> int:
-        return int(self._searcher.doc_freq("text", term))
+        return int(self._live().doc_freq("text", term))
 
     def _compile(self, node: QNode) -> Any:
         schema = self._schema
@@ -292,7 +345,7 @@ class TantivyIndex(BufferedIndex):
         if isinstance(node, QPhrase):
             return Query.phrase_query(schema, "text", list(node.words))
         if isinstance(node, QPrefix):
-            terms = self._searcher.terms_with_prefix("text", node.text, limit=MAX_PREFIX_TERMS + 1)
+            terms = self._live().terms_with_prefix("text", node.text, limit=MAX_PREFIX_TERMS + 1)
             if not terms:
                 return Query.empty_query()
             if len(terms) > MAX_PREFIX_TERMS:
