@@ -36,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vaultlcm.index.base import IndexDoc, open_index  # noqa: E402
+from vaultlcm.index import open_index  # noqa: E402
+from vaultlcm.index.base import IndexDoc  # noqa: E402
 from vaultlcm.index.query import parse_query  # noqa: E402
 
 COMMON = (

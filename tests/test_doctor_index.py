@@ -9,7 +9,7 @@ import pytest
 from agent_traffic import numbered_steps
 from people_vaults import BACKENDS, make_indexed_vault as make_vault
 from vaultlcm import Vault
-from vaultlcm.index.base import open_index
+from vaultlcm.index import open_index
 
 
 

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vaultlcm.errors import IndexError_, UsageError
-from vaultlcm.index.base import IndexDoc, IndexLocked, IndexUnavailable, SearchIndex, open_index
+from vaultlcm.index import open_index
+from vaultlcm.index.base import IndexDoc, IndexLocked, IndexUnavailable, SearchIndex
 from vaultlcm.index.buffered import VERSION_FILE
 from vaultlcm.index.query import parse_query
 
@@ -908,7 +909,8 @@ def test_other_backends_index_is_unavailable(make, backend: str, tmp_path: Path)
 _CHILD = textwrap.dedent(
     """
     import json, sys
-    from vaultlcm.index.base import open_index, IndexDoc, IndexLocked
+    from vaultlcm.index import open_index
+    from vaultlcm.index.base import IndexDoc, IndexLocked
     ix = open_index(sys.argv[1], sys.argv[2], lock_timeout=0.3)
     out = {"writable": ix.writable, "hits": [h.id for h in ix.search("disk")]}
     try:

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 pytest.importorskip("tantivy")
 
 from vaultlcm.index import tantivy_backend  # noqa: E402
-from vaultlcm.index.base import IndexDoc, open_index  # noqa: E402
+from vaultlcm.index import open_index  # noqa: E402
+from vaultlcm.index.base import IndexDoc  # noqa: E402
 
 
 def _doc(i: int, word: str = "") -> IndexDoc:

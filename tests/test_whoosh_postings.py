@@ -8,7 +8,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vaultlcm.index.base import Filters, IndexDoc, open_index
+from vaultlcm.index import open_index
+from vaultlcm.index.base import Filters, IndexDoc
 from vaultlcm.index.query import parse_query
 from vaultlcm.index.whoosh_postings import evaluate, supported
 

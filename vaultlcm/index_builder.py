@@ -133,7 +133,7 @@ class _Stopped(Exception):
 
 
 def _child(inp: IO[bytes], out: IO[bytes]) -> int:
-    from .index.base import open_index
+    from .index import open_index
     from .layout import VaultLayout
 
     send_lock = threading.Lock()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .errors import IndexError_, VaultLCMError
 from .fsutil import atomic_write
-from .index.base import IndexDoc, IndexUnavailable, SearchIndex, open_index
+from .index import IndexDoc, IndexUnavailable, SearchIndex, open_index
 from .messages import Message, parse_timestamp
 
 if TYPE_CHECKING:

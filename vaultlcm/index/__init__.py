@@ -4,7 +4,7 @@
 when an index is opened, so importing this package stays cheap. The modules:
 
 * :mod:`~vaultlcm.index.base` -- the interface: :class:`SearchIndex`, its
-  documents and hits, its errors, and :func:`open_index`;
+  documents and hits, its errors (it imports no backend);
 * :mod:`~vaultlcm.index.query` -- the tokenizer and the query language both
   backends share;
 * :mod:`~vaultlcm.index.buffered` -- write buffering, background commits and
@@ -14,7 +14,11 @@ when an index is opened, so importing this package stays cheap. The modules:
 
 from __future__ import annotations
 
-from .base import MATCHES, SORTS, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex, open_index
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .base import MATCHES, SORTS, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex
 
 __all__ = [
     "MATCHES",
@@ -27,3 +31,34 @@ __all__ = [
     "SearchIndex",
     "open_index",
 ]
+
+
+def open_index(
+    backend: str,
+    path: Path | str,
+    *,
+    reset: bool = False,
+    lock_timeout: float = 10.0,
+    commit_interval: float = 0.5,
+    batch_docs: int = 5000,
+) -> SearchIndex:
+    """Open (or create) the index at ``path`` with ``backend`` ("whoosh" | "tantivy").
+
+    Raises :class:`IndexUnavailable` when the directory holds an index that can't
+    be used; ``reset=True`` wipes the directory first (then call ``rebuild``).
+    A process that can't get the writer lock opens the index read-only: it can
+    search, and its writes wait up to ``lock_timeout`` seconds for the lock and
+    then raise :class:`IndexLocked`.
+    """
+    kwargs: dict[str, Any] = dict(
+        reset=reset, lock_timeout=lock_timeout, commit_interval=commit_interval, batch_docs=batch_docs
+    )
+    if backend == "whoosh":
+        from .whoosh_backend import WhooshIndex
+
+        return WhooshIndex(path, **kwargs)
+    if backend == "tantivy":
+        from .tantivy_backend import TantivyIndex
+
+        return TantivyIndex(path, **kwargs)
+    raise UsageError(f"unknown index backend {backend!r}; use 'whoosh' or 'tantivy'")

@@ -2,8 +2,8 @@
 
 The index is derived state: it can be deleted at any time and rebuilt from the
 vault with :meth:`SearchIndex.rebuild`. Callers only ever see this module's types;
-the backend (``open_index("whoosh" | "tantivy", path)``) can change without
-touching them.
+the backend (:func:`vaultlcm.index.open_index`, ``"whoosh"`` or ``"tantivy"``)
+can change without touching them.
 
 The query language and the tokenizer, identical on both backends, are described
 in :mod:`vaultlcm.index.query`; buffering, background commits and the writer
@@ -29,9 +29,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from ..errors import IndexError_, UsageError
+from ..errors import IndexError_
 
 #: The values of :attr:`IndexDoc.kind`.
 KINDS = ("message", "summary")
@@ -210,35 +210,3 @@ class SearchIndex(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def open_index(
-    backend: str,
-    path: Path | str,
-    *,
-    reset: bool = False,
-    lock_timeout: float = 10.0,
-    commit_interval: float = 0.5,
-    batch_docs: int = 5000,
-) -> SearchIndex:
-    """Open (or create) the index at ``path`` with ``backend`` ("whoosh" | "tantivy").
-
-    Raises :class:`IndexUnavailable` when the directory holds an index that can't
-    be used; ``reset=True`` wipes the directory first (then call ``rebuild``).
-    A process that can't get the writer lock opens the index read-only: it can
-    search, and its writes wait up to ``lock_timeout`` seconds for the lock and
-    then raise :class:`IndexLocked`.
-    """
-    kwargs: dict[str, Any] = dict(
-        reset=reset, lock_timeout=lock_timeout, commit_interval=commit_interval, batch_docs=batch_docs
-    )
-    if backend == "whoosh":
-        from .whoosh_backend import WhooshIndex
-
-        return WhooshIndex(path, **kwargs)
-    if backend == "tantivy":
-        from .tantivy_backend import TantivyIndex
-
-        return TantivyIndex(path, **kwargs)
-    raise UsageError(f"unknown index backend {backend!r}; use 'whoosh' or 'tantivy'")
-
