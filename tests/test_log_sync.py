@@ -177,3 +177,30 @@ def test_an_append_after_a_last_line_without_newline_starts_its_own_line(tmp_pat
     sync_in_background(append).wait()
     assert path.read_bytes() == b"a person's note\nentry\nnext\n"
     assert durable_append(path, b"raw") == 27 and path.read_bytes().endswith(b"next\nraw")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork only")
+def test_a_forked_child_gets_its_own_sync_thread(tmp_path: Path) -> None:
+    """The sync thread does not survive a fork: a child that ingests must start its own, not wait forever."""
+    with Vault.init(tmp_path) as v:
+        v.ingest(CONV, [_msg("parent before the fork")])  # the parent's sync thread is running
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        code = 1
+        try:
+            with Vault(tmp_path) as child:
+                child.ingest(CONV, [_msg("child", second=1)])
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung waiting for a sync thread that does not exist in it")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    with Vault(tmp_path) as v:
+        v.ingest(CONV, [_msg("parent after", second=2)])
+        _check(v, ["parent before the fork", "child", "parent after"])
