@@ -204,3 +204,30 @@ def test_a_forked_child_gets_its_own_sync_thread(tmp_path: Path) -> None:
     with Vault(tmp_path) as v:
         v.ingest(CONV, [_msg("parent after", second=2)])
         _check(v, ["parent before the fork", "child", "parent after"])
+
+
+def test_without_a_sync_thread_the_call_syncs_itself(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that cannot start another thread still ingests, durably, in the call's own thread."""
+    import threading
+
+    from vaultlcm import fsutil
+
+    def refused(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(fsutil, "_sync_thread", None)
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    synced: list[int] = []
+    real = os.fdatasync
+
+    def counting(fd: int) -> None:
+        synced.append(threading.get_ident())
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", counting)
+    with Vault.init(tmp_path) as v:
+        v.ingest(CONV, [_msg("first")])
+        v.ingest(CONV, [_msg("second", second=1)])
+        assert synced == [threading.get_ident()] * 2
+        assert fsutil._sync_thread is None
+        _check(v, ["first", "second"])

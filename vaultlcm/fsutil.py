@@ -226,13 +226,17 @@ def sync_in_background(append: Append) -> PendingSync:
     waits for the disk, not for the CPU); the caller must :meth:`PendingSync.wait` before it
     acknowledges the write."""
     global _sync_thread
+    job = PendingSync(append)
     thread = _sync_thread
     if thread is None:
         with _sync_thread_lock:
             if _sync_thread is None:
-                _sync_thread = _SyncThread()
+                try:
+                    _sync_thread = _SyncThread()
+                except RuntimeError:  # no thread can be started (a process at its limit): sync right here
+                    job.run()
+                    return job
             thread = _sync_thread
-    job = PendingSync(append)
     thread.jobs.put(job)
     # Wait (the GIL released) until the sync thread runs: it needs the GIL to start the syscall, and
     # while the caller works it would get it only at the caller's next blocking call, often the
