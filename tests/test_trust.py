@@ -202,6 +202,27 @@ def test_deleting_the_state_folder_under_four_writers_keeps_order_and_seq(vault:
         assert v.doctor()["clean"]
 
 
+def test_the_state_folder_deleted_while_the_catalog_creates_it_is_retried(vault: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mkdir(exist_ok=True)`` raises "File exists" when the folder it found is deleted before it checks."""
+    from vaultlcm.catalog import Catalog
+
+    real = Path.mkdir
+    raced: list[Path] = []
+
+    def racing(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.name == ".vaultlcm" and not raced:
+            raced.append(self)
+            raise FileExistsError(errno.EEXIST, "File exists", str(self))
+        real(self, *args, **kwargs)
+
+    shutil.rmtree(vault / ".vaultlcm", ignore_errors=True)
+    monkeypatch.setattr(Path, "mkdir", racing)
+    catalog = Catalog(vault, vault / ".vaultlcm" / "catalog.sqlite")
+    catalog.close()
+    assert raced and (vault / ".vaultlcm" / "catalog.sqlite").is_file()
+
+
 def test_a_busy_catalog_is_waited_for_never_deleted(vault: Path) -> None:
     import sqlite3
 

@@ -171,6 +171,12 @@ class Catalog:
         for attempt in range(attempts):
             try:
                 self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError as exc:
+                # mkdir found the folder, then it was gone when exist_ok checked (being deleted right now)
+                if attempt < attempts - 1:
+                    time.sleep(0.02)
+                    continue
+                raise StorageError.from_os(exc, self.db_path.parent, "create the state folder") from None
             except OSError as exc:
                 raise StorageError.from_os(exc, self.db_path.parent, "create the state folder") from None
             try:
