@@ -115,3 +115,26 @@ def test_render_merges_runs_of_other_sizes(tiny_run: tuple[Path, str], tmp_path:
     row = next(line for line in merged.splitlines() if line.startswith("| reindex (messages per minute), tantivy"))
     assert row.count("n/a") == 1  # only the merged size lacks it
     assert "--skip-reindex" in merged
+
+
+def test_ingest_ab_script_runs_two_trees_and_fts5(tiny_run: tuple[Path, str]) -> None:
+    """``bench_ingest_ab.py`` (the agent path of two code trees, alternating, FTS5 in the same round) runs
+    on a build and leaves it as it was."""
+    work, _ = tiny_run
+    vault = work / "vaults" / "vault-40"
+    before = sorted((p.relative_to(vault), p.stat().st_size) for p in vault.rglob("*") if p.is_file())
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT.parent / "bench_ingest_ab.py"), str(vault), str(work / "vaults" / "fts-40.sqlite"),
+         "--code", f"a={ROOT}", "--code", f"b={ROOT}", "--rounds", "2", "--calls", "3", "--stages",
+         "--out", str(work / "ab.json")],
+        capture_output=True, text=True, timeout=200, check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads((work / "ab.json").read_text())
+    assert set(data["medians"]) == {"a", "b", "fts5"}
+    assert all(len(rows) == 2 for rows in data["runs"].values())
+    for name in ("a", "b"):
+        stages = data["runs"][name][0]["stages_us"]
+        assert {"catalog transaction", "rendering", "fdatasync itself"} <= set(stages)
+        assert data["medians"][name]["cpu_p50_ms"] > 0
+    assert sorted((p.relative_to(vault), p.stat().st_size) for p in vault.rglob("*") if p.is_file()) == before

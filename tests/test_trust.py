@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -122,21 +123,25 @@ def test_a_full_disk_in_the_middle_of_a_multi_day_call_stores_nothing(vault: Pat
         v.ingest_bytes("c", "\n".join(json.dumps(r) for r in days(1)).encode(), source="x.jsonl")
     logs = vault / "conversations/c/logs"
     before = {p.name: p.read_bytes() for p in logs.iterdir()}
-    real = msglog_module.durable_append
     calls = []
 
-    def full_disk_on_second(path: Path, data: bytes) -> int:
-        calls.append(path)
-        if len(calls) == 2:
-            real(path, data[: len(data) // 2])  # half of it reached the disk, then the disk filled up
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(path, data)
+    def full_disk_on_second(real: Any) -> Any:
+        def append(path: Path, data: bytes, **options: Any) -> Any:
+            calls.append(path)
+            if len(calls) == 2:
+                real(path, data[: len(data) // 2], **options)  # half of it reached the disk, then the disk filled up
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real(path, data, **options)
+        return append
 
-    monkeypatch.setattr(msglog_module, "durable_append", full_disk_on_second)
+    # The days before the last are appended durably one by one, the last one synced while the catalog works.
+    for name in ("durable_append", "start_append"):
+        monkeypatch.setattr(msglog_module, name, full_disk_on_second(getattr(msglog_module, name)))
     with Vault(vault) as v, pytest.raises(StorageError, match="disk is full"):
         v.ingest_bytes("c", "\n".join(json.dumps(r) for r in days(3, start=1)).encode(), source="x.jsonl")
+    assert len(calls) == 2
     assert {p.name: p.read_bytes() for p in logs.iterdir()} == before  # nothing of the call stayed
-    monkeypatch.setattr(msglog_module, "durable_append", real)
+    monkeypatch.undo()
     with Vault(vault) as v:
         report = v.ingest_bytes("c", "\n".join(json.dumps(r) for r in days(3, start=1)).encode(), source="x.jsonl")
         assert report.new == 6 and report.already_stored == 3  # the first day's records were stored before
@@ -195,6 +200,27 @@ def test_deleting_the_state_folder_under_four_writers_keeps_order_and_seq(vault:
             mine = [t for t in texts if t.startswith(f"w{k} ")]
             assert mine == [f"w{k} {i}" for i in range(60)]
         assert v.doctor()["clean"]
+
+
+def test_the_state_folder_deleted_while_the_catalog_creates_it_is_retried(vault: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mkdir(exist_ok=True)`` raises "File exists" when the folder it found is deleted before it checks."""
+    from vaultlcm.catalog import Catalog
+
+    real = Path.mkdir
+    raced: list[Path] = []
+
+    def racing(self: Path, *args: Any, **kwargs: Any) -> None:
+        if self.name == ".vaultlcm" and not raced:
+            raced.append(self)
+            raise FileExistsError(errno.EEXIST, "File exists", str(self))
+        real(self, *args, **kwargs)
+
+    shutil.rmtree(vault / ".vaultlcm", ignore_errors=True)
+    monkeypatch.setattr(Path, "mkdir", racing)
+    catalog = Catalog(vault, vault / ".vaultlcm" / "catalog.sqlite")
+    catalog.close()
+    assert raced and (vault / ".vaultlcm" / "catalog.sqlite").is_file()
 
 
 def test_a_busy_catalog_is_waited_for_never_deleted(vault: Path) -> None:
@@ -304,10 +330,10 @@ def test_a_name_too_long_in_bytes_is_refused(vault: Path) -> None:
 
 
 def test_a_full_disk_is_one_line_from_the_cli(vault: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def no_space(path: Path, data: bytes) -> int:
+    def no_space(path: Path, data: bytes, **options: Any) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(msglog_module, "durable_append", no_space)
+    monkeypatch.setattr(msglog_module, "start_append", no_space)
     code, _, err = run("--vault", str(vault), "ingest", "-", "-c", "c", input=json.dumps(days(1)))
     assert code == 1 and err.startswith("Error: ") and "disk is full" in err and err.count("\n") == 1
 

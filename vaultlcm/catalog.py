@@ -36,7 +36,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,6 +171,12 @@ class Catalog:
         for attempt in range(attempts):
             try:
                 self.db_path.parent.mkdir(parents=True, exist_ok=True)
+            except FileExistsError as exc:
+                # mkdir found the folder, then it was gone when exist_ok checked (being deleted right now)
+                if attempt < attempts - 1:
+                    time.sleep(0.02)
+                    continue
+                raise StorageError.from_os(exc, self.db_path.parent, "create the state folder") from None
             except OSError as exc:
                 raise StorageError.from_os(exc, self.db_path.parent, "create the state folder") from None
             try:
@@ -625,15 +631,18 @@ class Catalog:
             db.execute("DELETE FROM pending WHERE batch=?", (batch,))
 
     def record_append(self, conv: str, writes: list[tuple[str, Path, list[ParsedEntry], tuple[int, bytes] | None]],
-                      seqs: dict[str, int], *, batched: bool = True, new_files: bool = True) -> dict[Path, os.stat_result]:
+                      seqs: dict[str, int], *, batched: bool = True, new_files: bool = True,
+                      before_commit: Callable[[], None] | None = None) -> dict[Path, os.stat_result]:
         """Record entries this process just appended (skips re-reading its own write).
 
         Each write is ``(path in the vault, path, entries, tail)``: ``tail`` is ``(size, last
         HEAD_BYTES bytes)`` of the file as the writer left it (None: read them from the file).
         ``batched``: the entries carry a batch mark (a call over several days), so a reader
         may have parked some of them in ``pending``. ``new_files``: the call created a log,
-        so the logs folder changed (its mtime is what a quick sync compares). Returns each
-        file's ``stat`` as recorded (what the writer compares on its next call).
+        so the logs folder changed (its mtime is what a quick sync compares). ``before_commit``
+        runs last inside the transaction: what it raises rolls the transaction back (the writer
+        waits there for its log to be durable, so no row is ever committed before its bytes
+        are). Returns each file's ``stat`` as recorded (what the writer compares on its next call).
         """
         stats: dict[Path, os.stat_result] = {}
         with self.transaction() as db:
@@ -661,6 +670,8 @@ class Catalog:
                     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"logs_dir_mtime:{conv}", dir_mtime))
                 except OSError:
                     pass
+            if before_commit is not None:
+                before_commit()
         if any(e.meta.get("thread") for _, _, entries, _ in writes for e in entries):
             self.update_lanes(conv)
         return stats

@@ -13,7 +13,10 @@ An ingest call is all or nothing:
    position, size) and writes its last entry last: a crash between two files
    leaves a batch that readers ignore and the next writer cuts off;
 5. once every byte is durable the call has succeeded, whatever happens to derived
-   state afterwards (the catalog catches up on the next sync).
+   state afterwards (the catalog catches up on the next sync);
+6. the last log's ``fdatasync`` runs on a sync thread while the catalog's rows are
+   written, and the catalog commits only after it succeeded: a committed row never
+   points at bytes that might not be on disk, and a failed sync rolls both back.
 
 Re-imports are idempotent: an incoming message whose ``key`` is already stored in
 the conversation is skipped, and the call reports how many were.
@@ -35,7 +38,17 @@ from typing import Any
 from .catalog import HEAD_BYTES, Catalog, MessageRow
 from .errors import CorruptVaultError, NotFoundError, StorageError, VaultLCMError
 from .formats import Incoming
-from .fsutil import NOFOLLOW, atomic_write, durable_append, fsync_dir, read_file, truncate
+from .fsutil import (
+    NOFOLLOW,
+    PendingSync,
+    atomic_write,
+    durable_append,
+    fsync_dir,
+    read_file,
+    start_append,
+    sync_in_background,
+    truncate,
+)
 from .layout import VaultLayout
 from .locks import dir_lock
 from .logcodec import (
@@ -365,6 +378,7 @@ class MessageLog:
         done: list[tuple[Path, int, bool]] = []  # (path, offset before, created) of each append, for rollback
         writes: list[tuple[str, Path, list[ParsedEntry], tuple[int, bytes] | None]] = []
         new_days: list[str] = []
+        syncing: PendingSync | None = None
         rel_logs = self.layout.relative(logs)
         for day in order:
             blobs = by_day[day]
@@ -384,15 +398,20 @@ class MessageLog:
             header = day_header(conv, day, self.home_link(conv)) if created else b""
             blob = header + b"".join(data for data, _meta in blobs)
             try:
-                start = durable_append(path, blob)
+                if day != last_day:
+                    # Durable before the next day is written: a batch is complete only with its last entry.
+                    start = durable_append(path, blob, line_start=True)
+                else:
+                    append = start_append(path, blob, line_start=True)
+                    start, syncing = append.offset, sync_in_background(append)
             except BaseException as exc:
-                # durable_append cuts its own partial write; this also covers a write that failed
+                # The append cuts its own partial write; this also covers a write that failed
                 # after the bytes landed (an fsync error), and the days this call wrote before.
                 self._roll_back([*done, (path, size_before, created)])
                 if isinstance(exc, OSError):
                     raise StorageError.from_os(exc, path, "append to") from None
                 raise
-            done.append((path, start, created))
+            done.append((path, size_before, created))
             if created:
                 new_days.append(day)
             rel = f"{rel_logs}/{day}.md"
@@ -404,11 +423,29 @@ class MessageLog:
             # The file now ends with this blob (we hold the lock): its last bytes need not be read back.
             tail = (start + len(blob), blob[-HEAD_BYTES:]) if len(blob) >= HEAD_BYTES else None
             writes.append((rel, path, entries, tail))
-        # Durable: the call has succeeded. Derived state follows, and catches up by itself if this fails.
+        # The last log syncs on the sync thread while the catalog's rows are written here; the catalog
+        # commits only once the log is durable (``before_commit``), so a crash at any point leaves
+        # no row whose bytes could be missing, exactly as when the sync came first.
+        assert syncing is not None  # the last day is always written
+        stats: dict[Path, os.stat_result] | None = None
         try:
             stats = self.catalog.record_append(conv, writes, {sm.id: sm.seq for sm in stored},
-                                               batched=stored[0].batch is not None, new_files=bool(new_days))
+                                               batched=stored[0].batch is not None, new_files=bool(new_days),
+                                               before_commit=syncing.wait)
         except (VaultLCMError, OSError):
+            pass  # derived state: it catches up on the next sync (or the sync failed: see below)
+        finally:
+            try:
+                syncing.wait()
+            except BaseException as exc:
+                # Not durable: the catalog rolled back (the wait ran before its commit, or it failed
+                # first); the sync cut its own bytes off, this cuts the days written before.
+                self._roll_back(done)
+                if isinstance(exc, OSError):
+                    raise StorageError.from_os(exc, syncing.append.path, "append to") from None
+                raise
+        # Durable: the call has succeeded.
+        if stats is None:
             return new_days, None
         return new_days, {rel: stats[path] for rel, path, _entries, _tail in writes}
 
