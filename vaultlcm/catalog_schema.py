@@ -1,0 +1,57 @@
+"""The catalog's tables: what :class:`vaultlcm.catalog.Catalog` keeps about the vault's files.
+
+The catalog is derived state (``.vaultlcm/catalog.sqlite``): every row can be
+rebuilt from the Markdown. A catalog whose ``schema`` in ``meta`` is not
+:data:`SCHEMA_VERSION` is dropped and read again from the files, so a change
+here needs no migration, only a new version.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = "6"  # 6: summaries.sources holds resolved links (see dag.SummaryRow.links)
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS logs(
+    path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    parsed INTEGER NOT NULL, head_hash TEXT NOT NULL, torn INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS logs_conv ON logs(conv, path);
+CREATE INDEX IF NOT EXISTS logs_torn ON logs(conv) WHERE torn=1;
+CREATE TABLE IF NOT EXISTS messages(
+    id TEXT PRIMARY KEY, conv TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, role TEXT NOT NULL,
+    tokens INTEGER NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, hash TEXT NOT NULL,
+    covered TEXT, lane INTEGER NOT NULL DEFAULT 0, key TEXT);
+CREATE INDEX IF NOT EXISTS messages_conv_seq ON messages(conv, seq);
+CREATE INDEX IF NOT EXISTS messages_uncovered ON messages(conv, seq) WHERE covered IS NULL AND lane = 0;
+CREATE INDEX IF NOT EXISTS messages_path ON messages(path, start);
+CREATE INDEX IF NOT EXISTS messages_key ON messages(conv, key) WHERE key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS links(id TEXT PRIMARY KEY, conv TEXT NOT NULL, wseq INTEGER NOT NULL, prev TEXT,
+    slane TEXT, thread TEXT);
+CREATE INDEX IF NOT EXISTS links_conv ON links(conv);
+CREATE TABLE IF NOT EXISTS pending(id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL,
+    end INTEGER NOT NULL, batch TEXT NOT NULL, last INTEGER NOT NULL, wseq INTEGER NOT NULL, entry TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS pending_conv ON pending(conv, path, start);
+CREATE TABLE IF NOT EXISTS duplicates(id TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS payload_refs(name TEXT NOT NULL, conv TEXT NOT NULL, path TEXT NOT NULL, msg_id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS payload_refs_conv ON payload_refs(conv, name);
+CREATE INDEX IF NOT EXISTS payload_refs_path ON payload_refs(path);
+CREATE TABLE IF NOT EXISTS summaries(
+    id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL,
+    kind TEXT NOT NULL, depth INTEGER NOT NULL, earliest_at TEXT NOT NULL, latest_at TEXT NOT NULL,
+    first_seq INTEGER, last_seq INTEGER, descendant_count INTEGER NOT NULL, source_tokens INTEGER NOT NULL,
+    token_count INTEGER NOT NULL, summarizer TEXT NOT NULL, prompt TEXT NOT NULL, level TEXT NOT NULL,
+    gen_hash TEXT NOT NULL, body_hash TEXT NOT NULL, sources_hash TEXT NOT NULL, sources TEXT NOT NULL,
+    body TEXT NOT NULL, parent TEXT, stale INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS summaries_roots ON summaries(conv, first_seq) WHERE parent IS NULL;
+CREATE INDEX IF NOT EXISTS summaries_parent ON summaries(parent);
+CREATE INDEX IF NOT EXISTS summaries_time ON summaries(conv, latest_at, id);
+CREATE TABLE IF NOT EXISTS coverage(msg_id TEXT PRIMARY KEY, conv TEXT NOT NULL, summary_id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS coverage_summary ON coverage(summary_id);
+CREATE TABLE IF NOT EXISTS note_files(path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, summary_id TEXT);
+CREATE TABLE IF NOT EXISTS problems(path TEXT NOT NULL, conv TEXT NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reindex_queue(id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS summary_costs(id TEXT PRIMARY KEY, key TEXT NOT NULL, tokens INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS token_counts(key TEXT PRIMARY KEY, tokens INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS log_stats(path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL, messages INTEGER NOT NULL, tokens INTEGER NOT NULL, first_at TEXT, last_at TEXT);
+CREATE TABLE IF NOT EXISTS failures(conv TEXT NOT NULL, at TEXT NOT NULL, summarizer TEXT NOT NULL, detail TEXT NOT NULL);
+"""
