@@ -59,6 +59,15 @@ LOG_PROBLEMS = ("log_edit", "damaged_entry", "log_text", "no_final_newline", "me
 _CORRUPT = ("file is not a database", "malformed", "file is encrypted", "unsupported file format", "old schema")
 
 
+def log_files(logs_dir: Path) -> list[os.DirEntry[str]]:
+    """The daily logs of a conversation's logs folder as the catalog reads them, in no order:
+    plain ``<name>.md`` files (a symlink is not followed). Raises ``OSError`` as ``os.scandir``."""
+    with os.scandir(logs_dir) as entries:
+        return [entry for entry in entries
+                if 0 < entry.name.rfind(".") == len(entry.name) - 3 and entry.name.endswith(".md")
+                and entry.is_file(follow_symlinks=False)]
+
+
 @dataclass(frozen=True)
 class MessageRow:
     id: str
@@ -365,13 +374,8 @@ class Catalog:
                     # One scandir: each entry knows whether it is a plain file and stats itself
                     # by its folder's handle (no path objects), and a grep checks every day's log each call.
                     base = logs_dir.relative_to(self.root).as_posix()
-                    with os.scandir(logs_dir) as entries:
-                        for entry in entries:
-                            name = entry.name
-                            dot = name.rfind(".")
-                            if 0 < dot == len(name) - 3 and name.endswith(".md") \
-                                    and entry.is_file(follow_symlinks=False):
-                                on_disk[f"{base}/{name}"] = entry
+                    for entry in log_files(logs_dir):
+                        on_disk[f"{base}/{entry.name}"] = entry
                 gone = set(known) - set(on_disk)
                 if gone:
                     with self.transaction() as db:

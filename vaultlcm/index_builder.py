@@ -95,7 +95,7 @@ def log_docs(layout: "VaultLayout", conv: str, tally: list[int]) -> Iterator["In
     after a merge); the tallies (``tally``: count and digest, updated as documents
     are made) tell the parent when the two differ.
     """
-    from .catalog import entry_hash
+    from .catalog import entry_hash, log_files
     from .indexing import entry_doc
     from .logcodec import ParsedEntry, iter_entries
     from .msglog import FileStore
@@ -104,12 +104,7 @@ def log_docs(layout: "VaultLayout", conv: str, tally: list[int]) -> Iterator["In
     if not logs_dir.is_dir():
         return
     base = logs_dir.relative_to(layout.root).as_posix()
-    names = []
-    with os.scandir(logs_dir) as found:
-        for entry in found:
-            dot = entry.name.rfind(".")
-            if 0 < dot == len(entry.name) - 3 and entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                names.append(entry.name)
+    names = [entry.name for entry in log_files(logs_dir)]  # the files the catalog's rebuild reads
     store = FileStore(layout, layout.files_dir(conv))
     for name in sorted(names):
         try:
