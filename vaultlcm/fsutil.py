@@ -34,13 +34,16 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir: bool = True) -> bool:
+def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir: bool = True,
+                 durable: bool = True) -> bool:
     """Write ``data`` to ``path`` atomically; returns False when nothing had to change.
 
     ``skip_if_same`` keeps git diffs honest: a write that changes nothing does not
     touch the file (or its mtime) at all. ``sync_dir=False`` leaves the folder's
     fsync (what makes the rename durable) to the caller, who writes many files
-    into it and syncs it once (:func:`fsync_dir`).
+    into it and syncs it once (:func:`fsync_dir`). ``durable=False`` syncs neither the
+    file nor the folder: for a cache that a crash may lose or cut short (still never
+    seen half-written by another process, the rename is atomic).
     """
     if skip_if_same:
         try:
@@ -60,8 +63,9 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -69,7 +73,7 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir
         except FileNotFoundError:
             pass
         raise
-    if sync_dir:
+    if sync_dir and durable:
         fsync_dir(path.parent)
     return True
 

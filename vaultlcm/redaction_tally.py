@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .fsutil import TEMP_PREFIX, read_file, read_span
+from .fsutil import atomic_write, read_file, read_span
 from .layout import VaultLayout
 from .secrets import MARKER_RE
 
@@ -65,12 +63,10 @@ class RedactionTally:
         """
         if self._dirty:
             data = json.dumps({"version": CACHE_VERSION, "files": self._files}, sort_keys=True).encode("utf-8")
-            tmp = self.path.with_name(f"{TEMP_PREFIX}{self.path.name}.{os.getpid()}.{threading.get_ident()}")
             try:
-                tmp.write_bytes(data)
-                os.replace(tmp, self.path)
+                atomic_write(self.path, data, skip_if_same=False, durable=False)
             except OSError:
-                tmp.unlink(missing_ok=True)  # a cache: the next count reads the files again
+                pass  # a cache: the next count reads the files again
             self._dirty = False
 
     def _paths(self, conv: str) -> list[Path]:
