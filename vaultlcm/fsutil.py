@@ -81,7 +81,7 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def durable_append(path: Path, data: bytes, *, line_start: bool = False) -> int:
+def durable_append(path: Path, data: bytes, *, line_start: bool = False, clean_end: int | None = None) -> int:
     """Append ``data`` to ``path`` in one write and fsync it; returns the offset ``data`` starts at.
 
     All or nothing: when the write or the sync fails (a full disk), the bytes
@@ -90,9 +90,10 @@ def durable_append(path: Path, data: bytes, *, line_start: bool = False) -> int:
     is fsynced only when this call created the file (what makes a new name
     durable); appending to an existing file costs one ``fdatasync`` and nothing else.
     ``line_start``: ``data`` must start a line (a newline is written first when the file
-    does not end with one).
+    does not end with one). ``clean_end``: a size at which the caller knows the file ends a
+    line (its own last append ended there): while the file has that size, nothing is read.
     """
-    append = start_append(path, data, line_start=line_start)
+    append = start_append(path, data, line_start=line_start, clean_end=clean_end)
     append.sync()
     return append.offset
 
@@ -112,12 +113,26 @@ class Append:
     def sync(self) -> None:
         """``fdatasync`` the file (and its folder when the append created it); on failure cut the
         appended bytes off again and raise. Releases the GIL while the disk works."""
+        self.finish(self.datasync())
+
+    def datasync(self) -> BaseException | None:
+        """The ``fdatasync`` alone; returns what it raised. All a sync thread does with the file: the
+        rest (:meth:`finish`) runs in the waiting thread, so the sync thread, back from the disk,
+        holds the GIL for as few bytecodes as possible (each time it takes it, it takes it from
+        the caller, who is writing the catalog's rows)."""
         try:
-            try:
-                os.fdatasync(self.fd) if hasattr(os, "fdatasync") else os.fsync(self.fd)
-            except BaseException:
+            os.fdatasync(self.fd) if hasattr(os, "fdatasync") else os.fsync(self.fd)
+        except BaseException as exc:
+            return exc
+        return None
+
+    def finish(self, error: BaseException | None) -> None:
+        """After :meth:`datasync`: cut the bytes off again if it failed, close the file, make a new
+        file's name durable; raise ``error`` (or what making the name durable raised)."""
+        try:
+            if error is not None:
                 _cut(self.fd, self.start)
-                raise
+                raise error
         finally:
             os.close(self.fd)
         if self.created:
@@ -132,11 +147,11 @@ def _cut(fd: int, size: int) -> None:
         pass
 
 
-def start_append(path: Path, data: bytes, *, line_start: bool = False) -> Append:
+def start_append(path: Path, data: bytes, *, line_start: bool = False, clean_end: int | None = None) -> Append:
     """The write half of :func:`durable_append`: ``data`` appended in one write, not yet synced.
 
     A failed write is cut off again before the error is raised (the descriptor closed).
-    ``line_start``: see :func:`durable_append`.
+    ``line_start``, ``clean_end``: see :func:`durable_append`.
     """
     flags = (os.O_RDWR if line_start else os.O_WRONLY) | os.O_APPEND | NOFOLLOW
     created = False
@@ -151,7 +166,7 @@ def start_append(path: Path, data: bytes, *, line_start: bool = False) -> Append
             fd = os.open(path, flags)
     try:
         start = offset = os.lseek(fd, 0, os.SEEK_END)
-        if line_start and start and os.pread(fd, 1, start - 1) != b"\n":
+        if line_start and start and start != clean_end and os.pread(fd, 1, start - 1) != b"\n":
             # a file cut short or edited by hand: an entry glued to its last line would not be read back
             data, offset = b"\n" + data, start + 1
         try:
@@ -169,7 +184,8 @@ def start_append(path: Path, data: bytes, *, line_start: bool = False) -> Append
 
 
 class PendingSync:
-    """An :meth:`Append.sync` running on the sync thread; :meth:`wait` returns once it is done."""
+    """An :meth:`Append.datasync` running on the sync thread; :meth:`wait` returns once it is done
+    and the append is finished (:meth:`Append.finish`, in the waiting thread)."""
 
     __slots__ = ("append", "error", "started", "_done", "_finished")
 
@@ -185,9 +201,7 @@ class PendingSync:
     def run(self) -> None:
         try:
             self.started.release()
-            self.append.sync()
-        except BaseException as exc:  # handed to the waiting thread
-            self.error = exc
+            self.error = self.append.datasync()
         finally:
             self._done.release()
 
@@ -196,6 +210,10 @@ class PendingSync:
         if not self._finished:
             self._done.acquire()
             self._finished = True
+            try:
+                self.append.finish(self.error)
+            except BaseException as exc:
+                self.error = exc
         if self.error is not None:
             raise self.error
 
@@ -248,6 +266,57 @@ def sync_in_background(append: Append) -> PendingSync:
     # sync's time without this, 25-45% with it).
     job.started.acquire()
     return job
+
+
+class SyncChooser:
+    """Per append: sync in the caller's own thread, or on the sync thread while the caller goes on?
+
+    The sync thread hides the disk's wait behind the caller's work, and costs hand-offs of the
+    GIL: the caller waits for the thread to start, and the thread, back from the disk, takes
+    the GIL from the caller at its next release (every SQLite call releases it). On an idle
+    disk (a sync of a few hundred µs) the hand-offs cost about what the overlap saves; on a
+    busy one (syncs of milliseconds) the overlap wins by far. Which one holds changes with the
+    machine's load, so the writer times each way (from its write to the end of the catalog's
+    commit), keeps a moving average of each, takes the faster, and tries the other one call in
+    :attr:`EXPLORE_EVERY` so a change of load is seen.
+    """
+
+    #: One call in this many takes the way that has been slower (so the estimate of it stays current).
+    EXPLORE_EVERY = 64
+    #: Weight of a new time in its way's average.
+    WEIGHT = 0.125
+
+    #: Times of each way taken before they are compared; the fastest of them starts its average
+    #: (the first calls pay for starting the thread and warming caches).
+    FIRST = 4
+
+    __slots__ = ("cost", "counts", "calls")
+
+    def __init__(self) -> None:
+        #: Average ns of a call's write-to-commit, in the caller's thread and on the sync thread.
+        self.cost = [0.0, 0.0]
+        self.counts = [0, 0]
+        self.calls = 0
+
+    def threaded(self) -> bool:
+        """True: hand this call's sync to the sync thread."""
+        self.calls += 1
+        if min(self.counts) < self.FIRST:
+            return self.counts[1] <= self.counts[0]
+        faster = self.cost[1] < self.cost[0]
+        return faster != (self.calls % self.EXPLORE_EVERY == 0)
+
+    def note(self, threaded: bool, ns: float) -> None:
+        """A call's write-to-commit took ``ns`` the way it went."""
+        way = int(threaded)
+        self.counts[way] += 1
+        old = self.cost[way]
+        if self.counts[way] <= self.FIRST:
+            self.cost[way] = float(ns) if self.counts[way] == 1 else min(old, float(ns))
+            return
+        # A stall of the whole machine (tens of ms) says little about either way: clipped, it
+        # cannot flip the choice for the many calls its weight would last.
+        self.cost[way] = old + self.WEIGHT * (min(float(ns), 4 * old) - old)
 
 
 def read_span(path: Path, start: int, end: int) -> bytes:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from .formats import Incoming
 from .fsutil import (
     NOFOLLOW,
     PendingSync,
+    SyncChooser,
     atomic_write,
     durable_append,
     fsync_dir,
@@ -130,6 +132,9 @@ class _WriterState:
     logs_mtime: int
     #: The newest log the catalog knows and the logs last written (full paths): ``(inode, size, mtime_ns)``.
     files: dict[str, tuple[int, int, int]]
+    #: The size of each log this writer appended to last (full paths): while the stamps hold, the
+    #: file ends there with the newline its entry ended with.
+    ends: dict[str, int]
     newest: str | None
     seq: int
     last_id: str | None
@@ -171,6 +176,8 @@ class MessageLog:
         self._states: dict[str, _WriterState] = {}
         #: The path of each day's log by (logs folder, day): built once (a path object costs more than its use).
         self._day_paths: dict[tuple[Path, str], Path] = {}
+        #: Whether the last log's sync runs on the sync thread or in the call's own thread (see SyncChooser).
+        self.syncs = SyncChooser()
 
     @contextmanager
     def lock(self, conv: str) -> Iterator[Path]:
@@ -239,7 +246,9 @@ class MessageLog:
                     self._states[conv] = state  # nothing written, nothing learnt: still as true as before
                 return AppendResult([], skipped)
             stored = self._prepare(conv, incoming, step, last=last)
-            new_days, recorded = self._write(conv, logs, stored, step)
+            # Fresh state: the logs it wrote still end where its entries ended (no need to look).
+            ends = state.ends if logs_mtime is not None and state is not None else {}
+            new_days, recorded = self._write(conv, logs, stored, step, ends=ends)
             if recorded is not None and version is not None:
                 self._remember(conv, logs, stored, newest, recorded, version, generation,
                                None if new_days else logs_mtime)
@@ -279,6 +288,7 @@ class MessageLog:
             return  # the catalog was reopened during the call: the version read first was another file's
         root = os.fspath(self.layout.root)
         files = {f"{root}/{rel}": _file_stamp(st) for rel, st in recorded.items()}
+        ends = {f"{root}/{rel}": st.st_size for rel, st in recorded.items()}
         try:
             if newest is not None and newest not in recorded:
                 files[f"{root}/{newest}"] = _file_stamp(os.lstat(f"{root}/{newest}"))
@@ -287,7 +297,7 @@ class MessageLog:
         except OSError:
             return
         newest = max([newest, *recorded] if newest is not None else recorded)
-        self._states[conv] = _WriterState((version, *changes), logs_mtime, files, newest, stored[-1].seq,
+        self._states[conv] = _WriterState((version, *changes), logs_mtime, files, ends, newest, stored[-1].seq,
                                           stored[-1].id)
 
     def _repair(self, conv: str) -> None:
@@ -357,9 +367,13 @@ class MessageLog:
         return out
 
     def _write(self, conv: str, logs: Path, stored: list[StoredMessage],
-               step: Callable[[], None] | None = None) -> tuple[list[str], dict[str, os.stat_result] | None]:
+               step: Callable[[], None] | None = None, *,
+               ends: dict[str, int] | None = None) -> tuple[list[str], dict[str, os.stat_result] | None]:
         """Append the entries; returns the days created and, when the catalog recorded the call, each
-        written log's ``stat`` by vault path (None: the catalog catches up on the next sync)."""
+        written log's ``stat`` by vault path (None: the catalog catches up on the next sync).
+
+        ``ends``: by full path, a size at which a log is known to end a line (see ``_WriterState.ends``).
+        """
         store = FileStore(self.layout, self._paths[conv][3])
         by_day: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
         for sm in stored:
@@ -380,6 +394,9 @@ class MessageLog:
         new_days: list[str] = []
         syncing: PendingSync | None = None
         rel_logs = self.layout.relative(logs)
+        root = os.fspath(self.layout.root)
+        threaded = self.syncs.threaded()
+        began = 0
         for day in order:
             blobs = by_day[day]
             # The folder was checked under the lock; the file itself is opened with O_NOFOLLOW.
@@ -397,13 +414,20 @@ class MessageLog:
                 size_before, created = 0, True
             header = day_header(conv, day, self.home_link(conv)) if created else b""
             blob = header + b"".join(data for data, _meta in blobs)
+            rel = f"{rel_logs}/{day}.md"
+            clean_end = ends.get(f"{root}/{rel}") if ends else None
             try:
                 if day != last_day:
                     # Durable before the next day is written: a batch is complete only with its last entry.
-                    start = durable_append(path, blob, line_start=True)
+                    start = durable_append(path, blob, line_start=True, clean_end=clean_end)
                 else:
-                    append = start_append(path, blob, line_start=True)
-                    start, syncing = append.offset, sync_in_background(append)
+                    began = time.perf_counter_ns()
+                    append = start_append(path, blob, line_start=True, clean_end=clean_end)
+                    if threaded:
+                        start, syncing = append.offset, sync_in_background(append)
+                    else:
+                        append.sync()
+                        start = append.offset
             except BaseException as exc:
                 # The append cuts its own partial write; this also covers a write that failed
                 # after the bytes landed (an fsync error), and the days this call wrote before.
@@ -414,7 +438,6 @@ class MessageLog:
             done.append((path, size_before, created))
             if created:
                 new_days.append(day)
-            rel = f"{rel_logs}/{day}.md"
             # What parsing the blob back would find, without parsing it: each entry where it was written.
             entries, offset = [], start + len(header)
             for data, meta in blobs:
@@ -423,28 +446,30 @@ class MessageLog:
             # The file now ends with this blob (we hold the lock): its last bytes need not be read back.
             tail = (start + len(blob), blob[-HEAD_BYTES:]) if len(blob) >= HEAD_BYTES else None
             writes.append((rel, path, entries, tail))
-        # The last log syncs on the sync thread while the catalog's rows are written here; the catalog
-        # commits only once the log is durable (``before_commit``), so a crash at any point leaves
-        # no row whose bytes could be missing, exactly as when the sync came first.
-        assert syncing is not None  # the last day is always written
+        # The last log syncs on the sync thread while the catalog's rows are written here (or synced
+        # already, in this thread: see SyncChooser); the catalog commits only once the log is durable
+        # (``before_commit``), so a crash at any point leaves no row whose bytes could be missing,
+        # exactly as when the sync came first.
         stats: dict[Path, os.stat_result] | None = None
         try:
             stats = self.catalog.record_append(conv, writes, {sm.id: sm.seq for sm in stored},
                                                batched=stored[0].batch is not None, new_files=bool(new_days),
-                                               before_commit=syncing.wait)
+                                               before_commit=syncing.wait if syncing is not None else None)
         except (VaultLCMError, OSError):
             pass  # derived state: it catches up on the next sync (or the sync failed: see below)
         finally:
-            try:
-                syncing.wait()
-            except BaseException as exc:
-                # Not durable: the catalog rolled back (the wait ran before its commit, or it failed
-                # first); the sync cut its own bytes off, this cuts the days written before.
-                self._roll_back(done)
-                if isinstance(exc, OSError):
-                    raise StorageError.from_os(exc, syncing.append.path, "append to") from None
-                raise
+            if syncing is not None:
+                try:
+                    syncing.wait()
+                except BaseException as exc:
+                    # Not durable: the catalog rolled back (the wait ran before its commit, or it failed
+                    # first); the sync cut its own bytes off, this cuts the days written before.
+                    self._roll_back(done)
+                    if isinstance(exc, OSError):
+                        raise StorageError.from_os(exc, syncing.append.path, "append to") from None
+                    raise
         # Durable: the call has succeeded.
+        self.syncs.note(threaded, time.perf_counter_ns() - began)
         if stats is None:
             return new_days, None
         return new_days, {rel: stats[path] for rel, path, _entries, _tail in writes}
