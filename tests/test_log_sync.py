@@ -16,27 +16,17 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from vaultlcm import Vault
 from vaultlcm.errors import StorageError
-from vaultlcm.fsutil import SyncChooser, durable_append, start_append, sync_in_background
+from vaultlcm.fsutil import durable_append, start_append, sync_in_background
 
 CONV = "agent"
 
-
-@pytest.fixture(params=["thread", "inline"])
-def way(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Each way a call may sync its last log (SyncChooser picks one per call from its timings)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(SyncChooser, "threaded", lambda self: request.param == "thread")
-        yield request.param
 
 
 def _msg(text: str, day: int = 1, second: int = 0) -> dict[str, Any]:
@@ -61,8 +51,7 @@ def _check(v: Vault, texts: list[str]) -> None:
                              "WHERE m.conv=? ORDER BY m.seq", (CONV,)) == rows
 
 
-def test_the_catalog_commits_only_after_the_log_is_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                           way: str) -> None:
+def test_the_catalog_commits_only_after_the_log_is_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[tuple[int, int]] = []  # (rows another connection sees while the sync runs, rows before the call)
     real = os.fdatasync
     with Vault.init(tmp_path) as v:
@@ -92,7 +81,7 @@ def test_the_catalog_commits_only_after_the_log_is_durable(tmp_path: Path, monke
 
 
 @pytest.mark.parametrize("day", [1, 2], ids=["same log", "new log"])
-def test_a_failed_sync_stores_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, day: int, way: str) -> None:
+def test_a_failed_sync_stores_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, day: int) -> None:
     """The disk reports an error on the log's fdatasync while the catalog transaction is open."""
     with Vault.init(tmp_path) as v:
         v.ingest(CONV, [_msg("first")])
@@ -293,62 +282,3 @@ def test_a_writer_knows_its_log_ends_a_line_until_someone_else_writes(tmp_path: 
     with Vault(tmp_path) as fresh:
         fresh.catalog.reset()
         assert [m.text for m in fresh.messages(CONV)] == ["first", "second", "third"]
-
-
-def _settled(chooser: SyncChooser, inline: float, threaded: float) -> None:
-    while min(chooser.counts) < SyncChooser.FIRST:
-        way = chooser.threaded()
-        chooser.note(way, threaded if way else inline)
-
-
-def test_the_sync_chooser_takes_the_faster_way_and_looks_at_the_other() -> None:
-    chooser = SyncChooser()
-    _settled(chooser, inline=400_000, threaded=900_000)
-    ways = [chooser.threaded() for _ in range(SyncChooser.EXPLORE_EVERY * 4)]
-    assert ways.count(True) == 4 and ways.count(False) == len(ways) - 4  # inline, but thread tried now and then
-    # the disk gets slow: the inline calls it times move its average past the thread's
-    for _ in range(40):
-        chooser.note(False, 5_000_000)
-    assert chooser.cost[0] > chooser.cost[1]
-    assert sum(chooser.threaded() for _ in range(SyncChooser.EXPLORE_EVERY)) == SyncChooser.EXPLORE_EVERY - 1
-
-
-def test_a_stall_does_not_flip_the_choice_for_long() -> None:
-    chooser = SyncChooser()
-    _settled(chooser, inline=400_000, threaded=600_000)
-    chooser.note(False, 80_000_000)  # one call caught in a 80 ms stall of the machine
-    assert chooser.cost[0] <= 400_000 * (1 + 3 * SyncChooser.WEIGHT)
-    chooser.note(False, 400_000)
-    assert chooser.cost[0] < chooser.cost[1]
-
-
-def test_each_way_is_tried_before_they_are_compared_and_its_fastest_start_counts() -> None:
-    chooser = SyncChooser()
-    ways = []
-    for t in [9_000_000, 300_000, 8_000_000, 350_000, 500_000, 320_000, 450_000, 310_000]:
-        way = chooser.threaded()
-        ways.append(way)
-        chooser.note(way, t)
-    assert ways == [True, False] * 4
-    assert chooser.cost == [300_000.0, 450_000.0] and chooser.counts == [4, 4]
-
-
-@given(st.lists(st.integers(min_value=1, max_value=10**9), max_size=300))
-def test_sync_chooser_invariants(times: list[int]) -> None:
-    """Whatever the timings: each way's estimate stays within what was seen of it, the choice is
-    the faster way except on the explored calls, and both ways are tried first."""
-    chooser = SyncChooser()
-    seen: dict[bool, list[int]] = {False: [], True: []}
-    for ns in times:
-        way = chooser.threaded()
-        if min(chooser.counts) < SyncChooser.FIRST:
-            assert way == (chooser.counts[1] <= chooser.counts[0])
-        else:
-            explored = chooser.calls % SyncChooser.EXPLORE_EVERY == 0
-            assert way == ((chooser.cost[1] < chooser.cost[0]) != explored)
-        chooser.note(way, ns)
-        seen[way].append(ns)
-        for w in (False, True):
-            if seen[w]:
-                assert min(seen[w]) <= chooser.cost[w] <= max(seen[w])
-    assert sum(chooser.counts) == len(times)

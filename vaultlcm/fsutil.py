@@ -268,57 +268,6 @@ def sync_in_background(append: Append) -> PendingSync:
     return job
 
 
-class SyncChooser:
-    """Per append: sync in the caller's own thread, or on the sync thread while the caller goes on?
-
-    The sync thread hides the disk's wait behind the caller's work, and costs hand-offs of the
-    GIL: the caller waits for the thread to start, and the thread, back from the disk, takes
-    the GIL from the caller at its next release (every SQLite call releases it). On an idle
-    disk (a sync of a few hundred µs) the hand-offs cost about what the overlap saves; on a
-    busy one (syncs of milliseconds) the overlap wins by far. Which one holds changes with the
-    machine's load, so the writer times each way (from its write to the end of the catalog's
-    commit), keeps a moving average of each, takes the faster, and tries the other one call in
-    :attr:`EXPLORE_EVERY` so a change of load is seen.
-    """
-
-    #: One call in this many takes the way that has been slower (so the estimate of it stays current).
-    EXPLORE_EVERY = 64
-    #: Weight of a new time in its way's average.
-    WEIGHT = 0.125
-
-    #: Times of each way taken before they are compared; the fastest of them starts its average
-    #: (the first calls pay for starting the thread and warming caches).
-    FIRST = 4
-
-    __slots__ = ("cost", "counts", "calls")
-
-    def __init__(self) -> None:
-        #: Average ns of a call's write-to-commit, in the caller's thread and on the sync thread.
-        self.cost = [0.0, 0.0]
-        self.counts = [0, 0]
-        self.calls = 0
-
-    def threaded(self) -> bool:
-        """True: hand this call's sync to the sync thread."""
-        self.calls += 1
-        if min(self.counts) < self.FIRST:
-            return self.counts[1] <= self.counts[0]
-        faster = self.cost[1] < self.cost[0]
-        return faster != (self.calls % self.EXPLORE_EVERY == 0)
-
-    def note(self, threaded: bool, ns: float) -> None:
-        """A call's write-to-commit took ``ns`` the way it went."""
-        way = int(threaded)
-        self.counts[way] += 1
-        old = self.cost[way]
-        if self.counts[way] <= self.FIRST:
-            self.cost[way] = float(ns) if self.counts[way] == 1 else min(old, float(ns))
-            return
-        # A stall of the whole machine (tens of ms) says little about either way: clipped, it
-        # cannot flip the choice for the many calls its weight would last.
-        self.cost[way] = old + self.WEIGHT * (min(float(ns), 4 * old) - old)
-
-
 def read_span(path: Path, start: int, end: int) -> bytes:
     """Bytes ``start:end`` of ``path``, never through a symlink."""
     fd = os.open(path, os.O_RDONLY | NOFOLLOW)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -42,7 +41,6 @@ from .formats import Incoming
 from .fsutil import (
     NOFOLLOW,
     PendingSync,
-    SyncChooser,
     atomic_write,
     durable_append,
     fsync_dir,
@@ -176,8 +174,6 @@ class MessageLog:
         self._states: dict[str, _WriterState] = {}
         #: The path of each day's log by (logs folder, day): built once (a path object costs more than its use).
         self._day_paths: dict[tuple[Path, str], Path] = {}
-        #: Whether the last log's sync runs on the sync thread or in the call's own thread (see SyncChooser).
-        self.syncs = SyncChooser()
 
     @contextmanager
     def lock(self, conv: str) -> Iterator[Path]:
@@ -395,8 +391,6 @@ class MessageLog:
         syncing: PendingSync | None = None
         rel_logs = self.layout.relative(logs)
         root = os.fspath(self.layout.root)
-        threaded = self.syncs.threaded()
-        began = 0
         for day in order:
             blobs = by_day[day]
             # The folder was checked under the lock; the file itself is opened with O_NOFOLLOW.
@@ -421,13 +415,8 @@ class MessageLog:
                     # Durable before the next day is written: a batch is complete only with its last entry.
                     start = durable_append(path, blob, line_start=True, clean_end=clean_end)
                 else:
-                    began = time.perf_counter_ns()
                     append = start_append(path, blob, line_start=True, clean_end=clean_end)
-                    if threaded:
-                        start, syncing = append.offset, sync_in_background(append)
-                    else:
-                        append.sync()
-                        start = append.offset
+                    start, syncing = append.offset, sync_in_background(append)
             except BaseException as exc:
                 # The append cuts its own partial write; this also covers a write that failed
                 # after the bytes landed (an fsync error), and the days this call wrote before.
@@ -446,30 +435,28 @@ class MessageLog:
             # The file now ends with this blob (we hold the lock): its last bytes need not be read back.
             tail = (start + len(blob), blob[-HEAD_BYTES:]) if len(blob) >= HEAD_BYTES else None
             writes.append((rel, path, entries, tail))
-        # The last log syncs on the sync thread while the catalog's rows are written here (or synced
-        # already, in this thread: see SyncChooser); the catalog commits only once the log is durable
-        # (``before_commit``), so a crash at any point leaves no row whose bytes could be missing,
-        # exactly as when the sync came first.
+        # The last log syncs on the sync thread while the catalog's rows are written here; the catalog
+        # commits only once the log is durable (``before_commit``), so a crash at any point leaves
+        # no row whose bytes could be missing, exactly as when the sync came first.
+        assert syncing is not None  # the last day is always written
         stats: dict[Path, os.stat_result] | None = None
         try:
             stats = self.catalog.record_append(conv, writes, {sm.id: sm.seq for sm in stored},
                                                batched=stored[0].batch is not None, new_files=bool(new_days),
-                                               before_commit=syncing.wait if syncing is not None else None)
+                                               before_commit=syncing.wait)
         except (VaultLCMError, OSError):
             pass  # derived state: it catches up on the next sync (or the sync failed: see below)
         finally:
-            if syncing is not None:
-                try:
-                    syncing.wait()
-                except BaseException as exc:
-                    # Not durable: the catalog rolled back (the wait ran before its commit, or it failed
-                    # first); the sync cut its own bytes off, this cuts the days written before.
-                    self._roll_back(done)
-                    if isinstance(exc, OSError):
-                        raise StorageError.from_os(exc, syncing.append.path, "append to") from None
-                    raise
+            try:
+                syncing.wait()
+            except BaseException as exc:
+                # Not durable: the catalog rolled back (the wait ran before its commit, or it failed
+                # first); the sync cut its own bytes off, this cuts the days written before.
+                self._roll_back(done)
+                if isinstance(exc, OSError):
+                    raise StorageError.from_os(exc, syncing.append.path, "append to") from None
+                raise
         # Durable: the call has succeeded.
-        self.syncs.note(threaded, time.perf_counter_ns() - began)
         if stats is None:
             return new_days, None
         return new_days, {rel: stats[path] for rel, path, _entries, _tail in writes}
