@@ -333,16 +333,16 @@ class MessageLog:
         out: list[StoredMessage] = []
         taken: set[str] = set()
         for inc in incoming:
+            # The call's own object (ingest.py builds or copies one per record, the caller's are never
+            # handed down): numbered in place, without a copy (a pydantic copy costs more than the id).
             msg = inc.message
             seq += 1
-            hints = dict(msg.hints)
             at = inc.at
             if at is None and msg.timestamp is not None:
                 at = parse_timestamp(msg.timestamp)
             if at is None:
                 at = now
-                hints["timestamp_assigned"] = True
-            msg = msg.model_copy(update={"hints": hints, "id": None})
+                msg.hints = {**msg.hints, "timestamp_assigned": True}
             salt = 0
             stamp = format_timestamp(at)
             new_id = make_message_id(conv, seq, msg, salt, stamp)
@@ -350,9 +350,9 @@ class MessageLog:
                 salt += 1
                 new_id = make_message_id(conv, seq, msg, salt, stamp)
             taken.add(new_id)
-            msg.id = new_id  # our own copy, made just above
+            msg.id = new_id
             out.append(StoredMessage(message=msg, conversation=conv, seq=seq, at=at, tokens=message_tokens(msg),
-                                     prev=prev, key=inc.key, lane=inc.lane, thread=inc.thread))
+                                     prev=prev, key=inc.key, lane=inc.lane, thread=inc.thread, stamp=stamp))
             prev = new_id
             if step:
                 step()
