@@ -28,6 +28,7 @@ from vaultlcm.fsutil import durable_append, start_append, sync_in_background
 CONV = "agent"
 
 
+
 def _msg(text: str, day: int = 1, second: int = 0) -> dict[str, Any]:
     return {"role": "user", "content": text, "timestamp": f"2026-11-{day:02d}T10:00:{second:02d}Z"}
 
@@ -231,3 +232,53 @@ def test_without_a_sync_thread_the_call_syncs_itself(tmp_path: Path, monkeypatch
         assert synced == [threading.get_ident()] * 2
         assert fsutil._sync_thread is None
         _check(v, ["first", "second"])
+
+
+def test_a_known_clean_end_reads_nothing_and_a_moved_end_is_checked(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``clean_end`` skips the look at the last byte only while the file still ends where the caller left it."""
+    path = tmp_path / "log.md"
+    path.write_bytes(b"entry\n")
+    reads: list[int] = []
+    real = os.pread
+
+    def counting(fd: int, n: int, offset: int) -> bytes:
+        reads.append(offset)
+        return real(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", counting)
+    assert durable_append(path, b"two\n", line_start=True, clean_end=6) == 6
+    assert reads == []
+    with path.open("ab") as fh:
+        fh.write(b"a person's note")  # the file grew past what the caller knew, without a final newline
+    assert durable_append(path, b"three\n", line_start=True, clean_end=10) == 26
+    assert reads == [24] and path.read_bytes() == b"entry\ntwo\na person's note\nthree\n"
+
+
+def test_a_writer_knows_its_log_ends_a_line_until_someone_else_writes(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer's own last append ended the log: the next call reads nothing back; a hand edit
+    that leaves the log without a final newline is seen, and the entry starts its own line."""
+    reads: list[int] = []
+    real = os.pread
+
+    def counting(fd: int, n: int, offset: int) -> bytes:
+        if n == 1:
+            reads.append(offset)
+        return real(fd, n, offset)
+
+    with Vault.init(tmp_path) as v:
+        v.ingest(CONV, [_msg("first")])
+        monkeypatch.setattr(os, "pread", counting)
+        v.ingest(CONV, [_msg("second", second=1)])
+        assert reads == []
+        with _log(tmp_path).open("ab") as fh:
+            fh.write(b"typed in Obsidian, no newline")
+        v.ingest(CONV, [_msg("third", second=2)])
+        assert len(reads) == 1
+        monkeypatch.undo()
+        assert [m.text for m in v.messages(CONV)] == ["first", "second", "third"]
+        assert b"no newline\n" in _log(tmp_path).read_bytes()
+    with Vault(tmp_path) as fresh:
+        fresh.catalog.reset()
+        assert [m.text for m in fresh.messages(CONV)] == ["first", "second", "third"]

@@ -22,7 +22,7 @@ from vaultlcm.logcodec import (
     render_entry,
     render_entry_meta,
 )
-from vaultlcm.messages import Message
+from vaultlcm.messages import Message, format_timestamp
 from vaultlcm.tokens import count_tokens
 
 
@@ -358,6 +358,9 @@ def test_a_writer_knows_what_parsing_its_entries_back_would_find(sms: list[Store
                            sm.tokens, prev=sm.prev, key=sm.key, batch=sm.batch, lane=sm.lane, thread=sm.thread)
         data, meta = render_entry_meta(sm, store, count_tokens=count_tokens, large_tokens=25_000)
         assert data == render_entry(sm, store, count_tokens=count_tokens, large_tokens=25_000)
+        # the writer hands over the timestamp it formatted for the id: the same bytes
+        assert render_entry_meta(replace(sm, stamp=format_timestamp(sm.at)), store, count_tokens=count_tokens,
+                                 large_tokens=25_000) == (data, meta)
         made.append(entry_from_render(data, meta, len(blob)))
         blob += data
     parsed = [e for e in iter_entries(blob, path="t.md") if isinstance(e, ParsedEntry)]

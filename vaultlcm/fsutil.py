@@ -81,7 +81,7 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
-def durable_append(path: Path, data: bytes, *, line_start: bool = False) -> int:
+def durable_append(path: Path, data: bytes, *, line_start: bool = False, clean_end: int | None = None) -> int:
     """Append ``data`` to ``path`` in one write and fsync it; returns the offset ``data`` starts at.
 
     All or nothing: when the write or the sync fails (a full disk), the bytes
@@ -90,9 +90,10 @@ def durable_append(path: Path, data: bytes, *, line_start: bool = False) -> int:
     is fsynced only when this call created the file (what makes a new name
     durable); appending to an existing file costs one ``fdatasync`` and nothing else.
     ``line_start``: ``data`` must start a line (a newline is written first when the file
-    does not end with one).
+    does not end with one). ``clean_end``: a size at which the caller knows the file ends a
+    line (its own last append ended there): while the file has that size, nothing is read.
     """
-    append = start_append(path, data, line_start=line_start)
+    append = start_append(path, data, line_start=line_start, clean_end=clean_end)
     append.sync()
     return append.offset
 
@@ -112,12 +113,26 @@ class Append:
     def sync(self) -> None:
         """``fdatasync`` the file (and its folder when the append created it); on failure cut the
         appended bytes off again and raise. Releases the GIL while the disk works."""
+        self.finish(self.datasync())
+
+    def datasync(self) -> BaseException | None:
+        """The ``fdatasync`` alone; returns what it raised. All a sync thread does with the file: the
+        rest (:meth:`finish`) runs in the waiting thread, so the sync thread, back from the disk,
+        holds the GIL for as few bytecodes as possible (each time it takes it, it takes it from
+        the caller, who is writing the catalog's rows)."""
         try:
-            try:
-                os.fdatasync(self.fd) if hasattr(os, "fdatasync") else os.fsync(self.fd)
-            except BaseException:
+            os.fdatasync(self.fd) if hasattr(os, "fdatasync") else os.fsync(self.fd)
+        except BaseException as exc:
+            return exc
+        return None
+
+    def finish(self, error: BaseException | None) -> None:
+        """After :meth:`datasync`: cut the bytes off again if it failed, close the file, make a new
+        file's name durable; raise ``error`` (or what making the name durable raised)."""
+        try:
+            if error is not None:
                 _cut(self.fd, self.start)
-                raise
+                raise error
         finally:
             os.close(self.fd)
         if self.created:
@@ -132,11 +147,11 @@ def _cut(fd: int, size: int) -> None:
         pass
 
 
-def start_append(path: Path, data: bytes, *, line_start: bool = False) -> Append:
+def start_append(path: Path, data: bytes, *, line_start: bool = False, clean_end: int | None = None) -> Append:
     """The write half of :func:`durable_append`: ``data`` appended in one write, not yet synced.
 
     A failed write is cut off again before the error is raised (the descriptor closed).
-    ``line_start``: see :func:`durable_append`.
+    ``line_start``, ``clean_end``: see :func:`durable_append`.
     """
     flags = (os.O_RDWR if line_start else os.O_WRONLY) | os.O_APPEND | NOFOLLOW
     created = False
@@ -151,7 +166,7 @@ def start_append(path: Path, data: bytes, *, line_start: bool = False) -> Append
             fd = os.open(path, flags)
     try:
         start = offset = os.lseek(fd, 0, os.SEEK_END)
-        if line_start and start and os.pread(fd, 1, start - 1) != b"\n":
+        if line_start and start and start != clean_end and os.pread(fd, 1, start - 1) != b"\n":
             # a file cut short or edited by hand: an entry glued to its last line would not be read back
             data, offset = b"\n" + data, start + 1
         try:
@@ -169,7 +184,8 @@ def start_append(path: Path, data: bytes, *, line_start: bool = False) -> Append
 
 
 class PendingSync:
-    """An :meth:`Append.sync` running on the sync thread; :meth:`wait` returns once it is done."""
+    """An :meth:`Append.datasync` running on the sync thread; :meth:`wait` returns once it is done
+    and the append is finished (:meth:`Append.finish`, in the waiting thread)."""
 
     __slots__ = ("append", "error", "started", "_done", "_finished")
 
@@ -185,9 +201,7 @@ class PendingSync:
     def run(self) -> None:
         try:
             self.started.release()
-            self.append.sync()
-        except BaseException as exc:  # handed to the waiting thread
-            self.error = exc
+            self.error = self.append.datasync()
         finally:
             self._done.release()
 
@@ -196,6 +210,10 @@ class PendingSync:
         if not self._finished:
             self._done.acquire()
             self._finished = True
+            try:
+                self.append.finish(self.error)
+            except BaseException as exc:
+                self.error = exc
         if self.error is not None:
             raise self.error
 

@@ -87,6 +87,8 @@ class StoredMessage:
     batch: tuple[str, int, int] | None = None
     lane: str | None = None
     thread: dict[str, Any] | None = None
+    #: ``at`` as :func:`format_timestamp` writes it, when the writer has it already (None: formatted when needed).
+    stamp: str | None = field(default=None, compare=False)
 
     @property
     def id(self) -> str:
@@ -359,7 +361,7 @@ def render_entry_meta(
         "prev": sm.prev,
         "role": msg.role,
         "ts": msg.timestamp,
-        "at": format_timestamp(sm.at),
+        "at": sm.stamp or format_timestamp(sm.at),
         "tok": sm.tokens,
     }
     for key, value in (("key", sm.key), ("batch", list(sm.batch) if sm.batch else None),

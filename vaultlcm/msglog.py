@@ -130,6 +130,9 @@ class _WriterState:
     logs_mtime: int
     #: The newest log the catalog knows and the logs last written (full paths): ``(inode, size, mtime_ns)``.
     files: dict[str, tuple[int, int, int]]
+    #: The size of each log this writer appended to last (full paths): while the stamps hold, the
+    #: file ends there with the newline its entry ended with.
+    ends: dict[str, int]
     newest: str | None
     seq: int
     last_id: str | None
@@ -239,7 +242,9 @@ class MessageLog:
                     self._states[conv] = state  # nothing written, nothing learnt: still as true as before
                 return AppendResult([], skipped)
             stored = self._prepare(conv, incoming, step, last=last)
-            new_days, recorded = self._write(conv, logs, stored, step)
+            # Fresh state: the logs it wrote still end where its entries ended (no need to look).
+            ends = state.ends if logs_mtime is not None and state is not None else {}
+            new_days, recorded = self._write(conv, logs, stored, step, ends=ends)
             if recorded is not None and version is not None:
                 self._remember(conv, logs, stored, newest, recorded, version, generation,
                                None if new_days else logs_mtime)
@@ -279,6 +284,7 @@ class MessageLog:
             return  # the catalog was reopened during the call: the version read first was another file's
         root = os.fspath(self.layout.root)
         files = {f"{root}/{rel}": _file_stamp(st) for rel, st in recorded.items()}
+        ends = {f"{root}/{rel}": st.st_size for rel, st in recorded.items()}
         try:
             if newest is not None and newest not in recorded:
                 files[f"{root}/{newest}"] = _file_stamp(os.lstat(f"{root}/{newest}"))
@@ -287,7 +293,7 @@ class MessageLog:
         except OSError:
             return
         newest = max([newest, *recorded] if newest is not None else recorded)
-        self._states[conv] = _WriterState((version, *changes), logs_mtime, files, newest, stored[-1].seq,
+        self._states[conv] = _WriterState((version, *changes), logs_mtime, files, ends, newest, stored[-1].seq,
                                           stored[-1].id)
 
     def _repair(self, conv: str) -> None:
@@ -327,16 +333,16 @@ class MessageLog:
         out: list[StoredMessage] = []
         taken: set[str] = set()
         for inc in incoming:
+            # The call's own object (ingest.py builds or copies one per record, the caller's are never
+            # handed down): numbered in place, without a copy (a pydantic copy costs more than the id).
             msg = inc.message
             seq += 1
-            hints = dict(msg.hints)
             at = inc.at
             if at is None and msg.timestamp is not None:
                 at = parse_timestamp(msg.timestamp)
             if at is None:
                 at = now
-                hints["timestamp_assigned"] = True
-            msg = msg.model_copy(update={"hints": hints, "id": None})
+                msg.hints = {**msg.hints, "timestamp_assigned": True}
             salt = 0
             stamp = format_timestamp(at)
             new_id = make_message_id(conv, seq, msg, salt, stamp)
@@ -344,9 +350,9 @@ class MessageLog:
                 salt += 1
                 new_id = make_message_id(conv, seq, msg, salt, stamp)
             taken.add(new_id)
-            msg.id = new_id  # our own copy, made just above
+            msg.id = new_id
             out.append(StoredMessage(message=msg, conversation=conv, seq=seq, at=at, tokens=message_tokens(msg),
-                                     prev=prev, key=inc.key, lane=inc.lane, thread=inc.thread))
+                                     prev=prev, key=inc.key, lane=inc.lane, thread=inc.thread, stamp=stamp))
             prev = new_id
             if step:
                 step()
@@ -357,9 +363,13 @@ class MessageLog:
         return out
 
     def _write(self, conv: str, logs: Path, stored: list[StoredMessage],
-               step: Callable[[], None] | None = None) -> tuple[list[str], dict[str, os.stat_result] | None]:
+               step: Callable[[], None] | None = None, *,
+               ends: dict[str, int] | None = None) -> tuple[list[str], dict[str, os.stat_result] | None]:
         """Append the entries; returns the days created and, when the catalog recorded the call, each
-        written log's ``stat`` by vault path (None: the catalog catches up on the next sync)."""
+        written log's ``stat`` by vault path (None: the catalog catches up on the next sync).
+
+        ``ends``: by full path, a size at which a log is known to end a line (see ``_WriterState.ends``).
+        """
         store = FileStore(self.layout, self._paths[conv][3])
         by_day: dict[str, list[tuple[bytes, dict[str, Any]]]] = defaultdict(list)
         for sm in stored:
@@ -380,6 +390,7 @@ class MessageLog:
         new_days: list[str] = []
         syncing: PendingSync | None = None
         rel_logs = self.layout.relative(logs)
+        root = os.fspath(self.layout.root)
         for day in order:
             blobs = by_day[day]
             # The folder was checked under the lock; the file itself is opened with O_NOFOLLOW.
@@ -397,12 +408,14 @@ class MessageLog:
                 size_before, created = 0, True
             header = day_header(conv, day, self.home_link(conv)) if created else b""
             blob = header + b"".join(data for data, _meta in blobs)
+            rel = f"{rel_logs}/{day}.md"
+            clean_end = ends.get(f"{root}/{rel}") if ends else None
             try:
                 if day != last_day:
                     # Durable before the next day is written: a batch is complete only with its last entry.
-                    start = durable_append(path, blob, line_start=True)
+                    start = durable_append(path, blob, line_start=True, clean_end=clean_end)
                 else:
-                    append = start_append(path, blob, line_start=True)
+                    append = start_append(path, blob, line_start=True, clean_end=clean_end)
                     start, syncing = append.offset, sync_in_background(append)
             except BaseException as exc:
                 # The append cuts its own partial write; this also covers a write that failed
@@ -414,7 +427,6 @@ class MessageLog:
             done.append((path, size_before, created))
             if created:
                 new_days.append(day)
-            rel = f"{rel_logs}/{day}.md"
             # What parsing the blob back would find, without parsing it: each entry where it was written.
             entries, offset = [], start + len(header)
             for data, meta in blobs:
