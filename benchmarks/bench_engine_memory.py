@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import tempfile
@@ -77,6 +78,70 @@ def anon_mib() -> float:
     except OSError:
         value = None
     return value if value is not None else float("nan")
+
+
+def malloc_mib(trim: bool = False) -> dict[str, float] | None:
+    """What glibc's allocator holds, summed over its arenas: ``used`` (handed out and not freed: native
+    memory of SQLite, tantivy and Python's large objects) and ``free`` (freed but kept, not returned to
+    the system). With ``trim``, ``malloc_trim(0)`` runs first and ``anon_trimmed`` is the anonymous
+    memory left after it. None where the allocator is not glibc's.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _Mallinfo2
+    except (OSError, AttributeError):
+        return None
+    out: dict[str, float] = {}
+    if trim:
+        libc.malloc_trim(0)
+        out["anon_trimmed"] = anon_mib()
+    info = libc.mallinfo2()
+    # arena: bytes of the main heap; hblkhd: bytes in large blocks mmapped one by one.
+    out.update(used=(info.uordblks + info.hblkhd) / 2**20, free=info.fordblks / 2**20,
+               heap=(info.arena + info.hblkhd) / 2**20,
+               # Python's own small-object allocator does not go through malloc: the blocks it has out
+               # (thousands) say whether live Python objects grow, where its arenas may only fragment.
+               py_kblocks=sys.getallocatedblocks() / 1000)
+    arenas = _pymalloc_arenas()
+    if arenas is not None:
+        out["py_arenas"] = arenas / 2**20
+    return out
+
+
+def _pymalloc_arenas() -> int | None:
+    """Bytes of the arenas Python's small-object allocator holds now, from ``sys._debugmallocstats``
+    (which prints to the C stderr, so it is caught through a temp file on fd 2)."""
+    try:
+        with tempfile.TemporaryFile() as tmp:
+            sys.stderr.flush()
+            saved = os.dup(2)
+            try:
+                os.dup2(tmp.fileno(), 2)
+                sys._debugmallocstats()
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            tmp.seek(0)
+            text = tmp.read().decode("ascii", "replace")
+    except (OSError, AttributeError):
+        return None
+    for line in text.splitlines():
+        if " bytes/arena" in line:  # "N arenas * S bytes/arena = total"
+            return int(line.split("=")[-1].replace(",", "").strip())
+    return None
+
+
+try:
+    import ctypes as _ctypes
+
+    class _Mallinfo2(_ctypes.Structure):
+        _fields_ = [(name, _ctypes.c_size_t) for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+            "keepcost")]
+except ImportError:  # pragma: no cover - ctypes is part of CPython
+    pass
 
 
 def mapped_mib(root: Path) -> dict[str, float]:
@@ -278,7 +343,8 @@ def summarize(messages: int, samples: list[tuple[int, float]], anon: list[tuple[
 
 def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, grep_every: int,
         budget: int, backend: str | None = None, batch: str = "turn", trace: tuple[int, int] | None = None,
-        progress: bool = False, partial: Path | None = None, inline: bool = False) -> dict[str, Any]:
+        progress: bool = False, partial: Path | None = None, inline: bool = False,
+        trim_probe: bool = False) -> dict[str, Any]:
     """Drive one Engine through ``messages`` messages of agent traffic; the RSS samples and their slopes.
 
     With ``partial``, the samples so far are written there (JSON) at every sample, so a run
@@ -297,6 +363,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
     anon: list[tuple[int, float]] = []
     caches: list[tuple[int, dict[str, int]]] = []
     mapped: list[tuple[int, dict[str, float]]] = []  # file-backed pages by mapped group (see mapped_mib)
+    allocator: list[tuple[int, dict[str, float] | None]] = []  # glibc's arenas (see malloc_mib)
     # Per sample window: wall ms a message, the turns in it, and the splits (see :class:`Splits`).
     pace: list[dict[str, Any]] = []
     splits = Splits()
@@ -311,6 +378,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
         anon.append((i, anon_mib()))
         caches.append((i, cache_sizes(engine)))
         mapped.append((i, mapped_mib(root)))
+        allocator.append((i, malloc_mib(trim=trim_probe)))
         window = i - last[0]
         if window:
             pace.append({"messages": i, "ms_per_message": round((now - last[1]) * 1000 / window, 3),
@@ -321,11 +389,19 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
             rate = f"  {pace[-1]['ms_per_message']:6.1f} ms/msg" if window else ""
             index = sum(v for k, v in mapped[-1][1].items() if k.startswith("index"))
             files = f"index {index:.1f}  " + "  ".join(f"{k} {v:.1f}" for k, v in list(mapped[-1][1].items())[:4])
+            heap = allocator[-1][1]
+            if heap:
+                files += "  malloc used {used:.1f} free {free:.1f} py blocks {py_kblocks:.0f}k".format(**heap)
+                if "py_arenas" in heap:
+                    files += f" py arenas {heap['py_arenas']:.1f}"
+                if "anon_trimmed" in heap:
+                    files += f" anon after trim {heap['anon_trimmed']:.1f}"
             print(f"{i:>9,} messages  {samples[-1][1]:8.1f} MiB  (anon {anon[-1][1]:7.1f})  "
                   f"{now - t0:7.0f} s{rate}  files: {files}", file=sys.stderr, flush=True)
         if partial is not None and i:
             data = {**summarize(i, samples, anon, now - t0), "backend": backend or "default",
-                    "batch": batch, "partial": True, "caches": caches, "mapped": mapped, "pace": pace}
+                    "batch": batch, "partial": True, "caches": caches, "mapped": mapped, "allocator": allocator,
+                    "pace": pace}
             partial.write_text(json.dumps(data, indent=1))
 
     with Engine(root, "agent", token_budget=budget, environ=environ) as engine:
@@ -369,6 +445,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
         "rss_end_mib": end_rss,
         "caches": caches,
         "mapped": mapped,
+        "allocator": allocator,
         "pace": pace,
         "trace": trace_text,
     }
@@ -391,6 +468,9 @@ def main() -> int:
                     help="compact in the calling thread (after_turn waits for it), so a profile sees it")
     ap.add_argument("--profile", type=Path, default=None, metavar="FILE",
                     help="write a cProfile of the run there (with --inline it covers compaction too)")
+    ap.add_argument("--trim-probe", action="store_true",
+                    help="at each sample, call glibc's malloc_trim(0) and record the anonymous memory left: "
+                         "what of the growth is freed memory the allocator keeps")
     ap.add_argument("--workdir", type=Path, default=None, help="where to build the vault (default: a temp folder)")
     ap.add_argument("--keep", type=Path, default=None, metavar="DIR",
                     help="build the vault in DIR (which must not exist) and keep it, e.g. to profile turns on it")
@@ -405,7 +485,7 @@ def main() -> int:
     options: dict[str, Any] = dict(sample_every=args.sample_every, assemble_every=args.assemble_every,
                                    grep_every=args.grep_every, budget=args.budget, backend=args.backend,
                                    batch=args.batch, trace=args.trace, progress=True, partial=args.out,
-                                   inline=args.inline)
+                                   inline=args.inline, trim_probe=args.trim_probe)
     if args.keep is not None:
         if args.keep.exists():
             ap.error(f"--keep {args.keep}: already exists; name a new folder")

@@ -96,3 +96,19 @@ def test_the_command_line_writes_its_json(tmp_path: Path) -> None:
                     "--workdir", str(tmp_path), "--out", str(out)], check=True, capture_output=True, timeout=600)
     data = json.loads(out.read_text())
     assert data["messages"] == 300 and len(data["samples"]) == 4
+
+
+@pytest.mark.skipif(bench.malloc_mib() is None, reason="the C allocator is not glibc's")
+def test_the_allocator_probe_sees_native_and_python_memory() -> None:
+    before = bench.malloc_mib()
+    assert before is not None and before["used"] > 0 and before["free"] >= 0
+    held = [bytearray(64 << 10) for _ in range(64)]  # 4 MiB through malloc (blocks above Python's 512-byte cut)
+    small = [str(i) * 3 for i in range(200_000)]  # many small objects: Python's own arenas
+    during = bench.malloc_mib(trim=True)
+    assert during is not None
+    assert during["used"] - before["used"] >= 3.5
+    assert during["py_kblocks"] - before["py_kblocks"] >= 150
+    if "py_arenas" in before:
+        assert during["py_arenas"] > before["py_arenas"]
+    assert 0 < during["anon_trimmed"]
+    del held, small
