@@ -344,6 +344,34 @@ def test_index_terms_are_the_tokens_without_offsets(text: str) -> None:
 
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TOKEN_TEXT, min_size=1, max_size=6))
+def test_token_maker_makes_the_index_terms_whatever_it_remembers(texts: list[str]) -> None:
+    """The bulk path's tokens (made straight into objects, chunks remembered across texts, its tables
+    cleared when full) are :func:`index_terms`, token for token, position for position."""
+    from vaultlcm.index import query
+    from vaultlcm.index.query import TokenMaker, index_terms
+
+    for cache in (query.CHUNK_CACHE, 2):  # 2: the tables fill and are cleared within a text
+        maker = TokenMaker(lambda tok, pos, _start, _end: (tok, pos))
+        old, query.CHUNK_CACHE = query.CHUNK_CACHE, cache
+        try:
+            for text in texts + texts:  # the second round comes from what it remembered
+                assert maker.tokens(text) == index_terms(text)
+        finally:
+            query.CHUNK_CACHE = old
+
+
+def test_tantivy_documents_carry_the_index_terms() -> None:
+    tantivy = pytest.importorskip("tantivy")
+    from vaultlcm.index.query import index_terms
+    from vaultlcm.index.tantivy_backend import _TOKENS
+
+    text = "Deployed src/app.py HTTPServer retries 日本 call_0042 deployed"
+    assert [(t.text, t.position) for t in _TOKENS.tokens(text)] == index_terms(text)
+    assert all(isinstance(t, tantivy.Token) for t in _TOKENS.tokens(text))
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.text(alphabet=st.characters(max_codepoint=127)), _TOKEN_TEXT,
                  st.text(alphabet=st.sampled_from(list("aZ9_-./ \n–—…·↗→“”«»×日é")), max_size=80)))

@@ -1,8 +1,9 @@
 """``reindex`` on tantivy builds the index in a second process while this one rebuilds the catalog.
 
-Real processes throughout: the child is ``python -m vaultlcm.index_builder``; it is
-made to fail through the vault (a missing payload file), killed from outside, or
-stopped by a SIGINT to the whole process group as a terminal's Ctrl-C sends it.
+Real processes throughout: the child is the same interpreter running
+``vaultlcm.index_builder``; it is made to fail by a document it cannot index, killed or
+frozen (SIGSTOP) from outside, or stopped by a SIGINT to the whole process group as a
+terminal's Ctrl-C sends it.
 After any failure no process is left behind and the index is not taken as current
 (no marks: the next process compares it with the catalog and rebuilds it).
 """
@@ -20,9 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from vaultlcm import Vault
-from vaultlcm.errors import IndexBuildError
-from vaultlcm.index_builder import hash_sum
+import vaultlcm
+from vaultlcm import Vault, index_builder
+from vaultlcm.errors import CorruptVaultError, IndexBuildError
+from vaultlcm.index.base import IndexDoc
+from vaultlcm.index_builder import IndexBuilder
+from vaultlcm.layout import VaultLayout
 from vaultlcm.indexing import MARKS_FILE
 from vaultlcm.logcodec import ParsedEntry, iter_entries
 
@@ -111,9 +115,8 @@ def test_reindex_in_two_processes_indexes_what_the_catalog_holds(vault: Path) ->
     assert (vault / ".vaultlcm" / "index" / MARKS_FILE).exists()  # closed cleanly: the index is current
 
 
-def test_a_log_entry_written_twice_falls_back_to_the_catalogs_rows(vault: Path) -> None:
-    """The child cannot see that an id repeats (the catalog stores it once): the tallies differ, the
-    child's build is dropped and the index built from the catalog, every message once."""
+def test_a_log_entry_written_twice_is_indexed_once(vault: Path) -> None:
+    """The catalog stores a repeated id once; only what it stored is sent to the child."""
     logs = sorted((vault / "conversations/c/logs").glob("*.md"))
     first = next(e for e in iter_entries(logs[0].read_bytes(), path=logs[0].name) if isinstance(e, ParsedEntry))
     with logs[-1].open("ab") as f:
@@ -122,25 +125,98 @@ def test_a_log_entry_written_twice_falls_back_to_the_catalogs_rows(vault: Path) 
     with Vault(vault) as v:
         out = v.reindex()
         assert out["messages"] == 1100 + 41 and out["documents"] == out["messages"] + out["summaries"]
-        _index_is_the_catalogs(v)  # the child's copy of the entry would be a document too many
+        _index_is_the_catalogs(v)
 
 
-def test_hash_sum_is_order_free_and_64_bit() -> None:
-    hashes = [f"{n:016x}" for n in (0, 1, 2**64 - 1, 2**63, 12345678901234567)]
-    assert hash_sum(hashes) == hash_sum(reversed(hashes)) == sum(int(h, 16) for h in hashes) % 2**64
-    assert hash_sum(hashes[:-1]) != hash_sum(hashes)
+def test_a_batch_over_two_days_is_indexed_from_the_catalogs_rows(vault: Path) -> None:
+    """A batch spanning midnight waits in ``pending`` until its last day is read: the conversation's
+    positions do not stand after its logs, so the child forgets what it was sent of it and is sent
+    the catalog's rows instead; every message once, at its settled position."""
+    late = datetime(2026, 6, 1, 23, 50, tzinfo=UTC)
+    steps = [{"role": "user" if i % 2 == 0 else "assistant",
+              "timestamp": (late + timedelta(minutes=7 * i)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              "content": f"gamma night shift {i}"} for i in range(6)]
+    with Vault(vault) as v:
+        v.ingest("d", steps)
+        assert len({h["at"][:10] for h in v.grep("gamma", limit=10)["hits"]}) == 2
+    with Vault(vault) as v:  # the case under test: what the reindex sees after the conversation's logs
+        v.catalog.reset()
+        stored = sum(len(e) for e in v.catalog.rebuild_logs("d", vault / "conversations/d/logs"))
+        assert not v.catalog.at_writer_positions("d", stored)
+    with Vault(vault) as v:
+        out = v.reindex()
+        assert out["documents"] == out["messages"] + out["summaries"]
+        _index_is_the_catalogs(v)
+        assert v.grep("gamma", scope="messages", count=True)["total"] == 6
+        assert [h["id"] for h in v.grep("gamma", limit=10, sort="oldest")["hits"]] == \
+            [r.id for r, _m in v.log.iter_conversation("d") if "gamma" in _m.searchable_text()]
 
 
-def test_a_child_that_raises_fails_the_reindex_naming_why(vault: Path) -> None:
+def test_a_missing_payload_fails_the_reindex_naming_it(vault: Path) -> None:
     [payload] = (vault / "conversations/d/files").iterdir()
     payload.unlink()  # the catalog does not read payloads; the index's documents do
-    with Vault(vault) as v, pytest.raises(IndexBuildError) as err:
+    with Vault(vault) as v, pytest.raises(CorruptVaultError) as err:
         v.reindex()
-    assert "building the search index" in str(err.value) and payload.name in str(err.value)
-    assert "missing" in str(err.value) and "vaultlcm reindex" in str(err.value)
+    assert payload.name in str(err.value) and "missing" in str(err.value)
     if LINUX:
         assert _children(os.getpid()) == []
     assert not (vault / ".vaultlcm" / "index" / MARKS_FILE).exists()
+
+
+def test_a_child_that_raises_fails_the_build_naming_why(tmp_path: Path) -> None:
+    layout = VaultLayout(tmp_path)
+    with IndexBuilder(layout, "tantivy") as builder:
+        builder.add([IndexDoc(id="m-1", kind="message", conversation="c", text="fine", at=0.0)])
+        builder.add([IndexDoc(id="m-2", kind="note", conversation="c", text="a kind it refuses", at=0.0)])
+        with pytest.raises(IndexBuildError) as err:
+            builder.commit()
+    assert "building the search index" in str(err.value) and "UsageError" in str(err.value)
+    assert "'note'" in str(err.value) and "vaultlcm reindex" in str(err.value)
+    if LINUX:
+        assert _children(os.getpid()) == []
+
+
+@needs_proc
+def test_a_hung_child_is_killed_and_fails_the_reindex(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_builder, "STALL_TIMEOUT_S", 2.0)
+    frozen: list[int] = []
+
+    def progress(_n: int) -> None:
+        if not frozen:  # SIGSTOP: the process lives on and does nothing, as a hung one does
+            [pid] = _children(os.getpid())
+            os.kill(pid, signal.SIGSTOP)
+            frozen.append(pid)
+
+    started = time.monotonic()
+    with Vault(vault) as v, pytest.raises(IndexBuildError) as err:
+        v.reindex(progress=progress)
+    assert frozen and f"pid {frozen[0]}" in str(err.value) and "made no progress" in str(err.value)
+    assert time.monotonic() - started < 120
+    assert not _alive(frozen[0])
+    _not_current(vault)
+
+
+def test_the_child_runs_on_the_parents_sys_path(tmp_path: Path) -> None:
+    """A package found after the stdlib (as an installed one is, in site-packages) is run by a child
+    that finds the stdlib first too: a module there named like a stdlib one does not shadow it."""
+    site = tmp_path / "site"
+    shutil.copytree(Path(vaultlcm.__file__).parent, site / "vaultlcm")
+    (site / "pickle.py").write_text("raise ImportError('the site folder shadowed the stdlib')\n")
+    root = tmp_path / "v"
+    script = (
+        "import sys; sys.path.remove(''); sys.path.append(sys.argv[1]); "
+        "sys.modules.pop('vaultlcm', None); "
+        "import vaultlcm; assert vaultlcm.__file__.startswith(sys.argv[1]), vaultlcm.__file__; "
+        "from vaultlcm import Vault; "
+        "Vault.init(sys.argv[2]).close(); "
+        "open(sys.argv[2] + '/vaultlcm.toml', 'w').write('index_backend = \"tantivy\"\\n'); "
+        "v = Vault(sys.argv[2]); v.ingest('c', [{'role': 'user', 'content': 'hello shadow'}]); "
+        "out = v.reindex(); v.close(); print(out['documents'])")
+    env = {k: val for k, val in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", script, str(site), str(root)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "1"
 
 
 @needs_proc

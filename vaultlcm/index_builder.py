@@ -1,50 +1,53 @@
-"""A reindex's second process: it builds the index's message documents while the first rebuilds the catalog.
+"""A reindex's second process: it builds the index from documents the first sends while that one goes on.
 
-A tantivy rebuild spends about half its CPU making the index's documents (decoding
-each entry, tokenizing it, tantivy's ``Token`` objects) and the other half on the
-catalog (reading the logs, the notes, the DAG). Neither needs the other's work
-until the end, so :meth:`IndexKeeper.rebuild <vaultlcm.indexing.IndexKeeper.rebuild>`
-runs the index's part in a child process (``python -m vaultlcm.index_builder``,
-the same interpreter and the same package): each process parses the logs itself,
-and nothing per message crosses between them (a document pickled across costs more
-to load than to build).
+A tantivy rebuild spends about half its CPU making the index's documents (tokenizing
+each text in Python, tantivy's ``Token`` objects, tantivy's own indexing) and the
+other half on the catalog (reading the logs, the notes, the DAG) and on decoding each
+message. :meth:`IndexKeeper.rebuild <vaultlcm.indexing.IndexKeeper.rebuild>` runs the
+first half in a child process (the same interpreter, the same ``sys.path``): the
+parent reads each daily log once, into the catalog, decodes the entries the catalog
+stored as messages and sends their documents (plain tuples: a message's text pickles
+and loads in about a microsecond a kilobyte, far less than tokenizing it) while the
+child tokenizes and indexes the ones before. The parent's notes' sync and DAG
+recompute then run beside the child's last documents; the summaries' documents
+follow, and the child commits **once**.
 
-The child holds the index's writer lock from the start, resets the index and adds
-every message it finds in the logs, picking the entries the catalog stores as
-messages (:func:`log_docs`). It then sends one tally per conversation: how many
-messages it indexed and the sum of their content hashes. The parent, once the
-catalog is rebuilt, compares those with what the catalog stored (and checks that
-each message sits at its writer's position: :meth:`Catalog.at_writer_positions
-<vaultlcm.catalog.Catalog.at_writer_positions>`). When both hold it sends the
-summaries' documents (few, and only the parent has the DAG) and the child commits
-once; otherwise it tells the child to abort, and indexes from the catalog's rows
-itself.
+Each conversation's documents are those of the entries the catalog stored as it read
+the logs, at the positions their writers gave them. When those did not stand (the
+catalog restored an order after a merge, or released a batch from ``pending`` after
+its last log), the parent tells the child to forget the conversation's documents
+(:class:`~vaultlcm.index.base.Forget`) and sends them again from the catalog's rows.
 
 Nothing the child wrote is visible before its single commit: a child that dies,
 raises or is stopped leaves the index empty (with no marks, so the next process to
-open it compares it with the catalog and rebuilds it). The parent turns any
-failure of the child into :class:`~vaultlcm.errors.IndexBuildError` naming it, and
-never leaves the child running: a parent that dies closes the child's stdin, which
-stops it at its next document.
+open it compares it with the catalog and rebuilds it). The parent turns any failure
+of the child into :class:`~vaultlcm.errors.IndexBuildError` naming it, including a
+child that stops making progress (:data:`STALL_TIMEOUT_S` without a word while the
+parent waits for it, or without reading what it is sent), and never leaves the child
+running: a parent that dies closes the child's stdin, which stops it.
 
 Protocol, pickled tuples (the child's only partner is the process that started it):
 
-* parent to child (stdin): ``("job", {...})``; later ``("docs", [IndexDoc, ...])``
-  any number of times then ``("commit",)``, or ``("abort",)`` at any time;
-* child to parent (stdout; stray prints go to stderr): ``("progress", n)``,
-  ``("tallies", {conv: (count, digest)})``, then ``("done", count)`` or
+* parent to child (stdin): ``("job", {...})``; then any number of ``("docs", [fields, ...])``
+  (each document's :class:`~vaultlcm.index.base.IndexDoc` fields in order), ``("forget", conv)``
+  and ``("settle", n)``; then ``("commit",)``, or ``("abort",)`` at any time;
+* child to parent (stdout; stray prints go to stderr): ``("progress", n)``, ``("settled", n)``
+  once everything sent before ``("settle", n)`` is indexed, then ``("done", count)`` or
   ``("error", text)``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import queue
+import select
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -52,72 +55,41 @@ from typing import IO, TYPE_CHECKING, Any
 from .errors import IndexBuildError
 
 if TYPE_CHECKING:
-    from .catalog import Catalog
-    from .index.base import IndexDoc
+    from .index.base import Forget, IndexDoc
     from .layout import VaultLayout
 
-#: Tallies are sums of the catalog's 64-bit content hashes, kept to 64 bits.
-_MASK = (1 << 64) - 1
-#: Summary documents sent to the child per message.
+#: Documents sent to the child per message.
 _BATCH = 256
 #: How long a child that was told to stop may take before it is killed.
 _GRACE_S = 30.0
+#: How long the parent waits for a child that says nothing (no progress report, nothing read of
+#: what it is sent) before it takes it as hung, kills it and fails the reindex. The child reports
+#: every thousand documents; its commit (merging the segments of a million documents) is the
+#: longest silence of a healthy child.
+STALL_TIMEOUT_S = 600.0
+
+#: What the child runs: it takes the parent's ``sys.path`` as it is (argv[1], JSON) before it imports
+#: anything of the package, so it finds the same modules in the same order (``PYTHONPATH`` would put
+#: the package's folder first, and for an installed package that is site-packages, before the stdlib).
+_BOOT = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
+         "from vaultlcm.index_builder import main; sys.exit(main())")
 
 
-def hash_sum(hashes: Iterable[str]) -> int:
-    """A tally's digest: the sum of the catalog's content hashes (16 hex digits each), mod 2**64.
-
-    The hash is over the entry's raw bytes, which hold its id and position, so equal
-    counts and sums say both processes picked the same entries (whatever the order)."""
-    return sum(int(h, 16) for h in hashes) & _MASK
-
-
-def catalog_tally(catalog: "Catalog", conv: str) -> tuple[int, int]:
-    """How many messages ``conv`` holds in the catalog and their :func:`hash_sum` (read a page at a time)."""
-    count, digest, after = 0, 0, 0
-    while True:
-        page = catalog.execute("SELECT seq, hash FROM messages WHERE conv=? AND seq>? ORDER BY seq LIMIT 20000",
-                               (conv, after))
-        if not page:
-            return count, digest
-        count += len(page)
-        digest = (digest + hash_sum(h for _, h in page)) & _MASK
-        after = page[-1][0]
-
-
-def log_docs(layout: "VaultLayout", conv: str, tally: list[int]) -> Iterator["IndexDoc"]:
-    """The documents of ``conv``'s messages as its logs hold them, the entries the catalog's rebuild stores.
-
-    Mirrors :meth:`Catalog.rebuild_logs <vaultlcm.catalog.Catalog.rebuild_logs>`: the
-    same files (plain ``.md`` files of the logs folder, in name order), every entry
-    parsed, at its writer's position. It cannot see what only the catalog knows (an
-    id repeated in two places, a batch left incomplete by a crash, an order restored
-    after a merge); the tallies (``tally``: count and digest, updated as documents
-    are made) tell the parent when the two differ.
-    """
-    from .catalog import entry_hash, log_files
-    from .indexing import entry_doc
-    from .logcodec import ParsedEntry, iter_entries
-    from .msglog import FileStore
-
-    logs_dir = layout.inside(layout.logs_dir(conv))
-    if not logs_dir.is_dir():
-        return
-    base = logs_dir.relative_to(layout.root).as_posix()
-    names = [entry.name for entry in log_files(logs_dir)]  # the files the catalog's rebuild reads
-    store = FileStore(layout, layout.files_dir(conv))
-    for name in sorted(names):
-        try:
-            data = (logs_dir / name).read_bytes()
-        except OSError:
-            continue  # the catalog skips it too
-        for item in iter_entries(data, path=f"{base}/{name}", base_offset=0, base_line=1):
-            if not isinstance(item, ParsedEntry):
-                continue
-            h = entry_hash(item.raw)
-            tally[0] += 1
-            tally[1] = (tally[1] + int(h, 16)) & _MASK
-            yield entry_doc(conv, item, h, store)
+def _interpreter_flags() -> list[str]:
+    """The flags of this interpreter that change what the child would import or where from."""
+    flags = []
+    if sys.flags.isolated:
+        flags.append("-I")
+    else:
+        if sys.flags.ignore_environment:
+            flags.append("-E")
+        if sys.flags.no_user_site:
+            flags.append("-s")
+    if sys.flags.no_site:
+        flags.append("-S")
+    if sys.flags.safe_path and not sys.flags.isolated:
+        flags.append("-P")
+    return flags
 
 
 # ------------------------------------------------------------------ the child
@@ -127,9 +99,22 @@ class _Stopped(Exception):
     """The parent said abort, or went away."""
 
 
+def _give_back_memory() -> None:
+    """Return the heap memory this process freed to the system (glibc keeps it otherwise; tantivy's
+    writer frees its buffers after each segment it writes). Nothing happens elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
+
+
 def _child(inp: IO[bytes], out: IO[bytes]) -> int:
     from .index import open_index
-    from .layout import VaultLayout
+    from .index.base import Forget, IndexDoc
 
     send_lock = threading.Lock()
 
@@ -139,7 +124,8 @@ def _child(inp: IO[bytes], out: IO[bytes]) -> int:
             out.flush()
 
     job = pickle.load(inp)[1]
-    commands: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=4)  # bounded: the pipe holds the rest back
+    # Bounded: a child behind holds the parent back through the pipe rather than its memory.
+    commands: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=4)
     stop = threading.Event()
 
     def read() -> None:
@@ -157,28 +143,25 @@ def _child(inp: IO[bytes], out: IO[bytes]) -> int:
         commands.put(("abort",))
 
     threading.Thread(target=read, name="vaultlcm-index-builder-stdin", daemon=True).start()
-    layout = VaultLayout(Path(job["root"]), Path(job["state"]) if job["state"] else None)
-
     failure: list[BaseException] = []
 
-    def docs() -> Iterator["IndexDoc"]:
+    def docs() -> Iterator["IndexDoc | Forget"]:
         try:
-            tallies: dict[str, tuple[int, int]] = {}
-            for conv in job["conversations"]:
-                tally = [0, 0]
-                for doc in log_docs(layout, conv, tally):
-                    if stop.is_set():
-                        raise _Stopped
-                    yield doc
-                tallies[conv] = (tally[0], tally[1])
-            send("tallies", tallies)
             while True:
                 msg = commands.get()
-                if msg[0] == "commit":
+                what = msg[0]
+                if what == "docs":
+                    for fields in msg[1]:
+                        yield IndexDoc(*fields)
+                elif what == "forget":
+                    yield Forget(msg[1])
+                elif what == "settle":
+                    _give_back_memory()  # the parent's recompute comes next: what the child freed is its to use
+                    send("settled", msg[1])
+                elif what == "commit":
                     return
-                if msg[0] != "docs":
+                else:
                     raise _Stopped
-                yield from msg[1]
         except BaseException as exc:
             failure.append(exc)  # the index wraps what its documents raise; the parent gets the original
             raise
@@ -205,7 +188,7 @@ def _child(inp: IO[bytes], out: IO[bytes]) -> int:
 
 
 def main() -> int:
-    """Entry point of the child process (``python -m vaultlcm.index_builder``)."""
+    """Entry point of the child process (see :data:`_BOOT`)."""
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # the protocol owns the real stdout
     try:
@@ -220,38 +203,43 @@ def main() -> int:
 # ------------------------------------------------------------------ the parent
 
 
+def _fields(d: "IndexDoc") -> tuple[Any, ...]:
+    """A document as the child rebuilds it (``IndexDoc(*fields)``): a tuple pickles far faster than the dataclass."""
+    return (d.id, d.kind, d.conversation, d.text, d.at, d.role, d.depth, d.content_hash, d.seq)
+
+
 class IndexBuilder:
     """The parent's handle on the child process (see the module docstring); use it as a context manager,
     which makes sure the child is gone when the block ends, whatever happened."""
 
-    def __init__(self, layout: "VaultLayout", backend: str, conversations: list[str], *,
-                 lock_timeout: float = 10.0) -> None:
-        import vaultlcm
-
+    def __init__(self, layout: "VaultLayout", backend: str, *, lock_timeout: float = 10.0,
+                 stall_timeout: float | None = None) -> None:
+        self._stall = STALL_TIMEOUT_S if stall_timeout is None else stall_timeout
         self._stderr = tempfile.TemporaryFile()
-        env = dict(os.environ)
-        # The child imports the very package this process runs, wherever it was found.
-        package_root = str(Path(vaultlcm.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         try:
-            self._proc = subprocess.Popen([sys.executable, "-m", "vaultlcm.index_builder"], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+            self._proc = subprocess.Popen(
+                [sys.executable, *_interpreter_flags(), "-c", _BOOT, json.dumps(sys.path)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
         except OSError as exc:
             self._stderr.close()
             raise IndexBuildError(f"cannot start a process to build the search index ({sys.executable}): {exc}. "
                                   "Run `vaultlcm reindex` again.") from exc
+        assert self._proc.stdin is not None
+        self._stdin = self._proc.stdin.fileno()
+        os.set_blocking(self._stdin, False)  # writes wait in select, where a stall is seen (see _write)
         self._cv = threading.Condition()
         self._progress: list[int] = []  # the child's progress reports not handed on yet
-        self._tallies: dict[str, tuple[int, int]] | None = None
+        self._settled = 0
+        self._settles = 0
         self._done: int | None = None
         self._error: str | None = None
         self._ended = False
+        self._heard = time.monotonic()  # when the child last said something
         self._reader = threading.Thread(target=self._read, name="vaultlcm-index-builder", daemon=True)
         self._reader.start()
+        self._batch: list[tuple[Any, ...]] = []
         try:
-            self._send("job", {"root": str(layout.root), "state": str(layout.state) if layout.state else "",
-                               "index_dir": str(layout.index_dir), "backend": backend,
-                               "conversations": list(conversations), "lock_timeout": lock_timeout})
+            self._send("job", {"index_dir": str(layout.index_dir), "backend": backend, "lock_timeout": lock_timeout})
         except BaseException:
             self.close()  # not yet inside a ``with``: nothing else would
             raise
@@ -269,10 +257,11 @@ class IndexBuilder:
             while True:
                 msg = pickle.load(out)
                 with self._cv:
+                    self._heard = time.monotonic()
                     if msg[0] == "progress":
                         self._progress.append(int(msg[1]))
-                    elif msg[0] == "tallies":
-                        self._tallies = msg[1]
+                    elif msg[0] == "settled":
+                        self._settled = int(msg[1])
                     elif msg[0] == "done":
                         self._done = int(msg[1])
                     elif msg[0] == "error":
@@ -284,14 +273,38 @@ class IndexBuilder:
             self._ended = True
             self._cv.notify_all()
 
-    def _send(self, *msg: Any) -> None:
-        stdin = self._proc.stdin
-        assert stdin is not None
-        try:
-            pickle.dump(msg, stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            self._fail("stopped reading its instructions")
+    def _send(self, *msg: Any, progress: Callable[[int], None] | None = None) -> None:
+        self._write(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL), progress)
+
+    def _write(self, data: bytes, progress: Callable[[int], None] | None) -> None:
+        """Write ``data`` to the child's stdin; while the pipe is full, watch the child (its failure, a stall)."""
+        view = memoryview(data)
+        since = time.monotonic()
+        while view:
+            try:
+                n = os.write(self._stdin, view)
+            except BlockingIOError:
+                n = 0
+            except (BrokenPipeError, OSError, ValueError):
+                self._fail("stopped reading its instructions")
+            if n:
+                view = view[n:]
+                since = time.monotonic()
+                continue
+            self.check(progress)
+            # A short timeout: Ctrl-C reaches this thread between waits.
+            select.select([], [self._stdin], [], 0.2)
+            self._check_stall(since)
+
+    def _check_stall(self, since: float) -> None:
+        """Kill the child and fail when it has said and read nothing for :attr:`_stall` seconds since ``since``."""
+        with self._cv:
+            heard = self._heard
+        quiet = time.monotonic() - max(since, heard)
+        if quiet >= self._stall:
+            self._proc.kill()
+            self._proc.wait()
+            self._fail(f"made no progress for {quiet:.0f} s (it was killed)")
 
     def _fail(self, what: str) -> None:
         """Raise :class:`IndexBuildError` for a child that failed (``what`` it did), with what it said."""
@@ -326,6 +339,7 @@ class IndexBuilder:
             self._fail("failed")
 
     def _wait(self, ready: Callable[[], bool], progress: Callable[[int], None] | None) -> None:
+        since = time.monotonic()
         while True:
             with self._cv:
                 # A short timeout: Ctrl-C reaches this thread between waits.
@@ -335,27 +349,40 @@ class IndexBuilder:
             self.check(progress)
             if done:
                 return
+            self._check_stall(since)
 
-    def tallies(self, progress: Callable[[int], None] | None = None) -> dict[str, tuple[int, int]]:
-        """Wait for the child's messages to be indexed; their count and digest per conversation."""
-        self._wait(lambda: self._tallies is not None, progress)
-        assert self._tallies is not None
-        return self._tallies
-
-    def add(self, docs: Iterable["IndexDoc"]) -> None:
-        """Send documents to be indexed after the messages (the summaries)."""
-        batch: list[IndexDoc] = []
+    def add(self, docs: Iterable["IndexDoc"], progress: Callable[[int], None] | None = None) -> None:
+        """Queue documents for the child, sent a batch at a time (:meth:`flush` sends the rest)."""
+        batch = self._batch
         for d in docs:
-            batch.append(d)
+            batch.append(_fields(d))
             if len(batch) >= _BATCH:
-                self._send("docs", batch)
-                batch = []
-        if batch:
-            self._send("docs", batch)
+                self.flush(progress)
+                batch = self._batch
+
+    def flush(self, progress: Callable[[int], None] | None = None) -> None:
+        """Send the documents :meth:`add` holds back."""
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self._send("docs", batch, progress=progress)
+
+    def forget(self, conv: str) -> None:
+        """Have the child drop the documents of ``conv`` sent so far (those sent later stay)."""
+        self.flush()
+        self._send("forget", conv)
+
+    def settle(self, progress: Callable[[int], None] | None = None) -> None:
+        """Wait until the child has indexed every document sent so far (it holds them then, not the pipe)."""
+        self.flush(progress)
+        self._settles += 1
+        mark = self._settles
+        self._send("settle", mark, progress=progress)
+        self._wait(lambda: self._settled >= mark, progress)
 
     def commit(self, progress: Callable[[int], None] | None = None) -> int:
         """Have the child commit the index, wait until it has closed it; the number of documents."""
-        self._send("commit")
+        self.flush(progress)
+        self._send("commit", progress=progress)
         self._wait(lambda: self._done is not None, progress)
         assert self._done is not None
         try:
@@ -365,12 +392,9 @@ class IndexBuilder:
         return self._done
 
     def abort(self) -> None:
-        """Tell the child to drop what it built (nothing is committed) and wait for it to exit."""
-        try:
-            self._send("abort")
-        except IndexBuildError:
-            pass  # already gone
-        self.close()
+        """Have the child drop what it built (nothing is committed) and make sure it has exited."""
+        self._batch = []
+        self.close()  # its stdin closed: it stops at its next command
 
     def close(self) -> None:
         """Make sure the child has ended: wait a little for one told to stop, then kill it."""
@@ -378,7 +402,7 @@ class IndexBuilder:
         if proc.poll() is None:
             try:
                 if proc.stdin is not None:
-                    proc.stdin.close()  # EOF: the child stops at its next document
+                    proc.stdin.close()  # EOF: the child stops at its next command
             except OSError:
                 pass
             try:
@@ -394,7 +418,3 @@ class IndexBuilder:
                 pass
         self._reader.join(timeout=5.0)
         self._stderr.close()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -509,8 +509,8 @@ class IndexKeeper:
 
         ``logs_read=False``: the catalog was just reset and has not read the logs yet; they
         are read for the catalog and the index in one pass (and every conversation synced),
-        or, on the backends of :attr:`build_beside`, the index is built by a second process
-        reading the logs itself while this one rebuilds the catalog.
+        on the backends of :attr:`build_beside` with the index built by a second process
+        from the documents this one sends as it reads.
         """
         backend = backend or self.settings.index_backend
         if self._index is not None:
@@ -540,35 +540,59 @@ class IndexKeeper:
         self._set_marks()
         return count
 
-    def _rebuild_beside(self, backend: str, progress: Callable[[int], None] | None) -> int | None:
-        """Rebuild the (reset) catalog here while a child process builds the index (see
-        :mod:`vaultlcm.index_builder`); the number of documents, or None when the child's messages
-        are not the catalog's (it was told to drop them: the caller indexes from the catalog).
+    def _rebuild_beside(self, backend: str, progress: Callable[[int], None] | None) -> int:
+        """Rebuild the (reset) catalog here while a child process builds the index from the documents
+        sent to it (see :mod:`vaultlcm.index_builder`); the number of documents.
+
+        Each log is read once: the entries the catalog stored as messages are decoded here and
+        their documents sent. When a conversation's positions did not stand after its last log
+        (:meth:`Catalog.at_writer_positions`: an order restored after a merge, a batch released
+        from ``pending``), the child forgets what it was sent of it and gets the catalog's rows.
 
         Raises :class:`~vaultlcm.errors.IndexBuildError` when the child fails; the child has
         ended whatever happens here (an error, Ctrl-C)."""
-        from .index_builder import IndexBuilder, catalog_tally
+        from .index_builder import IndexBuilder
+        from .msglog import FileStore
 
-        convs = self.conversations()
-        with IndexBuilder(self.layout, backend, convs) as builder:
-            stored: dict[str, tuple[int, int]] = {}
-            stands = True
-            for conv in convs:
-                for _entries in self.catalog.rebuild_logs(conv, self.layout.inside(self.layout.logs_dir(conv))):
+        with IndexBuilder(self.layout, backend) as builder:
+            for conv in self.conversations():
+                store = FileStore(self.layout, self.layout.files_dir(conv))
+                stored = 0
+                for entries in self.catalog.rebuild_logs(conv, self.layout.inside(self.layout.logs_dir(conv))):
+                    builder.add((entry_doc(conv, entry, content_hash, store) for entry, content_hash in entries),
+                                progress)
+                    stored += len(entries)
                     builder.check(progress)
-                # What the catalog holds, batches released from ``pending`` included (the child indexes
-                # every entry; an incomplete batch or a repeated id makes the tallies differ).
-                stored[conv] = catalog_tally(self.catalog, conv)
-                stands = stands and self.catalog.at_writer_positions(conv, stored[conv][0])
+                if not self.catalog.at_writer_positions(conv, stored):
+                    released = self._released(conv, stored)
+                    if released is None:
+                        builder.forget(conv)
+                        builder.add((message_doc(row, msg) for row, msg in self.log.iter_conversation(conv)),
+                                    progress)
+                    for start in range(0, len(released or ()), 2000):
+                        rows = self.catalog.rows_by_ids((released or [])[start : start + 2000])
+                        builder.add((message_doc(r, m) for r, m in self._readable(list(rows.values()))), progress)
+                # The notes' sync and the DAG's recompute hold the most memory here; the child's
+                # writer, the most while it indexes messages: not both at once.
+                builder.settle(progress)
                 self.sync(conv)
-                builder.check(progress)
-            if not stands or builder.tallies(progress) != stored:
-                builder.abort()
-                return None
-            for conv in convs:
-                builder.add(self._summary_docs(conv))
+                builder.add(self._summary_docs(conv), progress)
                 builder.check(progress)
             return builder.commit(progress)
+
+    def _released(self, conv: str, stored: int) -> list[str] | None:
+        """After a rebuild read ``conv``'s logs and stored ``stored`` entries as they came: the ids of the
+        messages the catalog added after them (batches over several days, released from ``pending``
+        once their last day was read; it queues them for the index), when those are the only
+        difference; None when the catalog also restored an order (every position is then in doubt)."""
+        released = [i for (i,) in self.catalog.execute(
+            "SELECT q.id FROM reindex_queue q JOIN messages m ON m.id = q.id WHERE m.conv=?", (conv,))]
+        (count,), = self.catalog.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,))
+        if stored + len(released) != count or self.catalog.execute(
+                "SELECT 1 FROM messages m JOIN links l ON l.id = m.id WHERE m.conv=? AND m.seq <> l.wseq LIMIT 1",
+                (conv,)):
+            return None
+        return released
 
     def on_messages(self, pairs: list[tuple["MessageRow", Message]]) -> None:
         if self._index is not None and pairs:

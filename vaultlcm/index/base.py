@@ -62,6 +62,16 @@ class IndexDoc:
 
 
 @dataclass(frozen=True)
+class Forget:
+    """An item of a rebuild's stream (:meth:`SearchIndex.rebuild`), not a document: the documents of
+    ``conversation`` streamed so far are dropped (what comes after it stays). For a rebuild that
+    indexed a conversation as its logs were read and then found that its positions did not stand;
+    only backends with :attr:`SearchIndex.forgets_in_rebuild` accept it."""
+
+    conversation: str
+
+
+@dataclass(frozen=True)
 class SearchHit:
     """One search result; ``snippet`` is plain text around the first match.
 
@@ -128,6 +138,8 @@ class SearchIndex(ABC):
     """A full-text index of messages and summaries (see the module docstring)."""
 
     backend: ClassVar[str]
+    #: Whether :meth:`rebuild` accepts :class:`Forget` items in its stream (with ``unique``).
+    forgets_in_rebuild: ClassVar[bool] = False
     path: Path
 
     @abstractmethod
@@ -187,11 +199,12 @@ class SearchIndex(ABC):
         """Commit everything added so far and make it visible to search."""
 
     @abstractmethod
-    def rebuild(self, docs: Iterable[IndexDoc], progress: Callable[[int], None] | None = None, *,
+    def rebuild(self, docs: Iterable[IndexDoc | Forget], progress: Callable[[int], None] | None = None, *,
                 unique: bool = False) -> int:
         """Replace the whole index with ``docs`` (bulk path); returns the doc count.
 
-        ``unique``: no id repeats in ``docs`` (the caller vouches), so none is remembered."""
+        ``unique``: no id repeats in ``docs`` (the caller vouches), so none is remembered;
+        then ``docs`` may hold :class:`Forget` items on the backends that accept them."""
 
     @abstractmethod
     def stored_hashes(self) -> dict[str, str]:

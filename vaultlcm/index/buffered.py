@@ -53,7 +53,7 @@ from filelock import FileLock, Timeout
 
 from ..errors import IndexError_, UsageError
 from .base import (
-    KINDS, MATCHES, SORTS, Filters, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex,
+    KINDS, MATCHES, SORTS, Filters, Forget, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex,
 )
 from .query import ParsedQuery, QAny, QTerm, make_snippet, matched_words, parse_query, stemmer_name
 
@@ -506,7 +506,7 @@ class BufferedIndex(SearchIndex):
             for (score, at, seq, _key, _ref), f in zip(page, stored)
         ]
 
-    def rebuild(self, docs: Iterable[IndexDoc], progress: Callable[[int], None] | None = None, *,
+    def rebuild(self, docs: Iterable[IndexDoc | Forget], progress: Callable[[int], None] | None = None, *,
                 unique: bool = False) -> int:
         """Drop everything and index ``docs`` with the backend's bulk path.
 
@@ -523,12 +523,21 @@ class BufferedIndex(SearchIndex):
             seen: set[str] = set()
             count = [0]
 
-            def checked() -> Iterator[IndexDoc]:
+            def checked() -> Iterator[IndexDoc | Forget]:
+                kept: Counter[str] = Counter()  # per conversation, for Forget (only with unique)
                 for i, d in enumerate(docs, 1):
+                    if isinstance(d, Forget):
+                        if not (unique and self.forgets_in_rebuild):
+                            raise UsageError(f"{self.backend} rebuilds do not take Forget items (or not without unique)")
+                        count[0] -= kept.pop(d.conversation, 0)
+                        yield d
+                        continue
                     if d.kind not in KINDS:
                         raise UsageError(f"index document {d.id!r} has kind {d.kind!r}; expected one of {KINDS}")
                     if unique:
-                        count[0] = i
+                        count[0] += 1
+                        if self.forgets_in_rebuild:
+                            kept[d.conversation] += 1
                         yield d
                     elif d.id in seen:
                         later[d.id] = d
@@ -621,8 +630,9 @@ class BufferedIndex(SearchIndex):
         """Stored ``id``, ``kind``, ``conversation``, ``text``, ``role`` and ``depth`` for each ref."""
 
     @abstractmethod
-    def _n_rebuild(self, docs: Iterator[IndexDoc]) -> None:
-        """Replace the index content with ``docs`` (unique ids) in one commit."""
+    def _n_rebuild(self, docs: Iterator[IndexDoc | Forget]) -> None:
+        """Replace the index content with ``docs`` (unique ids) in one commit (:class:`Forget` items only
+        when :attr:`forgets_in_rebuild`)."""
 
     @abstractmethod
     def _n_hashes(self) -> dict[str, str]: ...

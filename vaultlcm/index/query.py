@@ -52,7 +52,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,6 +237,63 @@ def chunk_tokens(chunk: str) -> tuple[str, ...]:
     """
     tokens, _width = _cached_chunk_tokens(chunk) if len(chunk) <= CACHED_CHUNK_CHARS else _chunk_tokens(chunk)
     return tuple(t[0] for t in tokens)
+
+
+class TokenMaker:
+    """Builds a backend's token objects for texts, tokenized as :func:`index_terms` does, without the
+    ``(token, position)`` pairs in between: what a bulk rebuild calls for every document.
+
+    ``make(token, position, 0, 0)`` is called once per token (tantivy's ``Token``, whose last two
+    arguments are character offsets, which the index does not keep); give it a type (a native
+    class) rather than a Python function, which would cost a call frame a token. Each distinct short chunk's
+    tokens are kept in plain dictionaries (most chunks are a word that yields one token, or a word
+    and its stem), cleared whenever one holds :data:`CHUNK_CACHE` of them, so the memory stays
+    bounded in a long rebuild.
+    """
+
+    def __init__(self, make: Callable[[str, int, int, int], Any]) -> None:
+        self._make = make
+        self._one: dict[str, str] = {}  # chunk -> its only token (one position)
+        self._two: dict[str, tuple[str, str]] = {}  # chunk -> word and stem (one position)
+        self._more: dict[str, tuple[Tokens, int]] = {}  # any other short chunk -> (tokens, width)
+
+    def tokens(self, text: str) -> list[Any]:
+        """``make(token, position, 0, 0)`` for every token of ``text``, in :func:`index_terms`'s order."""
+        out: list[Any] = []
+        add = out.append
+        make = self._make
+        one, two = self._one.get, self._two.get
+        pos = 0
+        for chunk in _chunk_pattern(text).findall(text):
+            tok = one(chunk)
+            if tok is not None:
+                add(make(tok, pos, 0, 0))
+                pos += 1
+                continue
+            pair = two(chunk)
+            if pair is not None:
+                add(make(pair[0], pos, 0, 0))
+                add(make(pair[1], pos, 0, 0))
+                pos += 1
+                continue
+            tokens, width = self._more.get(chunk) or self._learn(chunk)
+            for t, p, _s, _e in tokens:
+                add(make(t, pos + p, 0, 0))
+            pos += width
+        return out
+
+    def _learn(self, chunk: str) -> tuple[Tokens, int]:
+        tokens, width = _chunk_tokens(chunk)
+        if len(chunk) <= CACHED_CHUNK_CHARS:
+            if width == 1 and len(tokens) <= 2:
+                table: dict[str, Any] = self._one if len(tokens) == 1 else self._two
+                value: Any = tokens[0][0] if len(tokens) == 1 else (tokens[0][0], tokens[1][0])
+            else:
+                table, value = self._more, (tokens, width)
+            if len(table) >= CHUNK_CACHE:
+                table.clear()
+            table[chunk] = value
+        return tokens, width
 
 
 def index_terms(text: str) -> list[tuple[str, int]]:

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IndexError_
-from .base import KINDS, Filters, IndexDoc, MatchCount
+from .base import KINDS, Filters, Forget, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
-from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, index_terms
+from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, TokenMaker
 
 try:
     import tantivy
@@ -88,11 +88,14 @@ def _document(d: IndexDoc) -> "tantivy.Document":
     doc.add_float("at", float(d.at))
     doc.add_integer("seq", int(d.seq))
     doc.add_integer("tie", tie_key(d.id))
-    # No character offsets: the text field indexes positions only, and snippets are cut in Python.
-    token = tantivy.Token
-    tokens = [token(t, p, 0, 0) for t, p in index_terms(d.text)]
-    doc.add_pre_tokenized_text("text", tantivy.PreTokenizedString(d.text, tokens))
+    doc.add_pre_tokenized_text("text", tantivy.PreTokenizedString(d.text, _TOKENS.tokens(d.text)))
     return doc
+
+
+#: The text's tokens as :func:`~vaultlcm.index.query.index_terms` gives them, made straight into
+#: tantivy's ``Token`` objects (a rebuild's main cost is per token). No character offsets: the text
+#: field indexes positions only, and snippets are cut in Python.
+_TOKENS = TokenMaker(tantivy.Token)
 
 
 class TantivyIndex(BufferedIndex):
@@ -210,11 +213,17 @@ class TantivyIndex(BufferedIndex):
             w.rollback()
             raise
 
-    def _n_rebuild(self, docs: Iterator[IndexDoc]) -> None:
+    forgets_in_rebuild = True
+
+    def _n_rebuild(self, docs: Iterator[IndexDoc | Forget]) -> None:
         w = self._writer
         try:
             w.delete_all_documents()  # takes effect with the commit: readers switch atomically
             for d in docs:
+                if isinstance(d, Forget):
+                    # Applies to the documents added before it (opstamp order), not to those after.
+                    w.delete_documents_by_term("conversation", d.conversation)
+                    continue
                 w.add_document(_document(d))
             w.commit()
         except BaseException:
