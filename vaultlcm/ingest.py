@@ -11,14 +11,14 @@ stored``) and for scripts (``ids`` in input order).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from . import formats
 from .errors import InputFormatError, UsageError
 from .formats import Incoming
-from .messages import Message, message_from_native
+from .messages import Message, check_json_value, message_from_native
 
 if TYPE_CHECKING:
     from .secrets import Redactor
@@ -122,6 +122,26 @@ def incoming_from_api(
             raw.append((i + 1, message.to_native()))
     keys = formats.record_keys(raw) if keyed else [None] * len(prepared)
     return [Incoming(message=m, key=k) for m, k in zip(prepared, keys)]
+
+
+def unencodable(conv: str, incoming: Sequence[Incoming]) -> InputFormatError:
+    """The error for a batch handed over in code that cannot be written as UTF-8, naming the message.
+
+    Files are checked as they are read (:func:`~vaultlcm.messages.check_json_value`); messages handed
+    over in code are not walked on the agent's every-turn path, so one holding a lone surrogate (half
+    of a UTF-16 pair, as a producer that cut a string in the middle of an emoji leaves) is found when
+    it is encoded, before any byte is written, and this says which one it was.
+    """
+    for i, inc in enumerate(incoming, 1):
+        m = inc.message
+        where = f"message {i} of the batch for {conv!r}" + (f" (line {inc.line})" if inc.line else "")
+        try:
+            for value in (m.role, m.content, m.extra, m.hints, m.timestamp, inc.thread):
+                check_json_value(value, where=where, fail=InputFormatError)
+        except InputFormatError as exc:
+            return exc
+    return InputFormatError(f"a message of the batch for {conv!r} holds text that cannot be written as UTF-8; "
+                            "fix the producer or escape it")
 
 
 def redact_incoming(incoming: list[Incoming], redactor: "Redactor", *, stored: Collection[str] = ()

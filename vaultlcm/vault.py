@@ -25,7 +25,7 @@ from .indexing import IndexKeeper, parse_when
 from .errors import GitError, InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
 from .formats import Incoming
 from .fsutil import read_file
-from .ingest import IngestReport, incoming_from_api, incoming_from_document, redact_incoming
+from .ingest import IngestReport, incoming_from_api, incoming_from_document, redact_incoming, unencodable
 from .layout import InitReport, VaultLayout, checked_name, choose_state_dir, init_vault
 from .messages import Message
 from .msglog import MessageLog
@@ -224,7 +224,10 @@ class Vault:
                 if done[0] % 64 == 0:
                     progress(min(done[0], total), total)
 
-        result = self.log.append(conv, incoming, dedupe=dedupe, step=step)
+        try:
+            result = self.log.append(conv, incoming, dedupe=dedupe, step=step)
+        except UnicodeEncodeError:
+            raise unencodable(conv, incoming) from None
         if progress is not None:
             progress(total, total)
         report = IngestReport(conv, fmt, new=len(result.stored), already_stored=result.skipped)
