@@ -13,8 +13,10 @@ reading the messages (choosing the chunks reads them), sizing the requests,
 
 ``--primed`` first counts the cost of every summary of the copy, as a vault
 compacted by the current code already holds them (each compaction stores the
-costs of the notes it writes); the shared builds predate that, so on them
-``prime`` also counts the older summaries the next context meets, once per vault.
+costs of the notes it writes): the steady state, which bench_scale's
+``COMPACT_MORE`` measures too (it reports that one-time catch-up on its own).
+Without it, ``prime`` also counts the older summaries the next context meets,
+once per vault: the first compaction of a vault older code compacted.
 
 ``--record`` keeps every summarization request of the compaction and its text;
 ``--replay`` runs them again in a new process, checks every text is the same and
@@ -133,7 +135,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build", nargs="?", type=Path, help="a built vault (bench_scale --builds DIR: DIR/vault-N); only copied")
     ap.add_argument("--messages", type=int, default=3000, help="new messages to compact (bench_scale: 3,000)")
-    ap.add_argument("--primed", action="store_true", help="count every summary's cost first (see the module docstring)")
+    ap.add_argument("--primed", action="store_true",
+                    help="count every summary's cost first: the steady state, as bench_scale (see the module docstring)")
     ap.add_argument("--record", type=Path, help="keep the summarization requests and their texts here")
     ap.add_argument("--replay", type=Path, help="summarize the requests kept by --record again")
     ap.add_argument("--callgrind", action="store_true", help="with --replay: count instructions around the loop only")
