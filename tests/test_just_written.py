@@ -87,24 +87,26 @@ def test_a_log_edited_after_ingest_is_read_from_disk(tmp_path: Path) -> None:
 
 def test_the_store_is_bounded_by_messages_and_bytes(tmp_path: Path) -> None:
     with Vault.init(tmp_path / "v") as v:
-        small = v.log.just_written = JustWritten(v.layout, max_messages=5, max_bytes=100_000)
+        small = v.log.just_written = JustWritten(v.layout, v.log.just_written.payloads, max_messages=5, max_bytes=100_000)
         ids = v.ingest(CONV, [{"role": "user", "content": f"message {i}"} for i in range(12)])
         assert len(small) == 5
         assert set(small.take(_rows(v))) == set(ids[-5:])  # the newest are kept
-        tight = v.log.just_written = JustWritten(v.layout, max_messages=1000, max_bytes=3_000)
+        tight = v.log.just_written = JustWritten(v.layout, v.log.just_written.payloads, max_messages=1000, max_bytes=3_000)
         for i in range(30):
             v.ingest(CONV, [{"role": "assistant", "content": f"reply {i} " + "x" * 400}])
             assert tight.bytes <= 3_000
         assert 0 < len(tight) < 30
-        tight.add([("conversations/c/logs/x.md", None, [], None)], [])  # nothing written, nothing kept
+        tight.add(CONV, [("conversations/c/logs/x.md", None, [], None)])  # nothing written, nothing kept
         assert tight.bytes <= 3_000
 
 
-def test_a_message_with_a_payload_file_is_never_kept(tmp_path: Path) -> None:
-    """Payload files are read and checked against their names on every read: such a message is read from disk."""
+def test_a_message_with_a_payload_file_reads_it_as_a_log_read_does(tmp_path: Path) -> None:
+    """Externalized parts are read from their payload files (checked against their names) either way."""
     with Vault.init(tmp_path / "v") as v:
-        v.ingest(CONV, [{"role": "user", "content": [{"type": "image", "media_type": "image/png",
-                                                       "data": "iVBORw0KGgo="}]},
-                        {"role": "user", "content": "plain"}])
+        ids = v.ingest(CONV, [{"role": "user", "content": [{"type": "image", "media_type": "image/png",
+                                                             "data": "iVBORw0KGgo="}]},
+                              {"role": "user", "content": "plain"}])
         rows = _rows(v)
-        assert list(v.log.just_written.take(rows)) == [rows[1].id]
+        assert v.catalog.execute("SELECT COUNT(*) FROM payload_refs")[0][0] == 1  # the image went to files/
+        taken = v.log.just_written.take(rows)
+        assert list(taken) == ids and [taken[r.id] for r in rows] == [m for _, m in v.log.read_rows(rows)]
