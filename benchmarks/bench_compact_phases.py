@@ -3,6 +3,7 @@
     python benchmarks/bench_compact_phases.py /work/scale-builds/vault-10000 [--primed] [--record reqs.pkl]
     python benchmarks/bench_compact_phases.py --replay reqs.pkl
     valgrind --tool=callgrind --instr-atstart=no python benchmarks/bench_compact_phases.py --replay reqs.pkl --callgrind
+    valgrind --tool=callgrind --instr-atstart=no python benchmarks/bench_compact_phases.py BUILD --primed --callgrind
 
 The first form is bench_scale's compaction measure (``COMPACT_MORE``: ``--messages``
 new messages of the same traffic appended to a fresh copy of a built vault, then
@@ -13,14 +14,18 @@ reading the messages (choosing the chunks reads them), sizing the requests,
 
 ``--primed`` first counts the cost of every summary of the copy, as a vault
 compacted by the current code already holds them (each compaction stores the
-costs of the notes it writes); the shared builds predate that, so on them
-``prime`` also counts the older summaries the next context meets, once per vault.
+costs of the notes it writes): the steady state, which bench_scale's
+``COMPACT_MORE`` measures too (it reports that one-time catch-up on its own).
+Without it, ``prime`` also counts the older summaries the next context meets,
+once per vault: the first compaction of a vault older code compacted.
 
 ``--record`` keeps every summarization request of the compaction and its text;
 ``--replay`` runs them again in a new process, checks every text is the same and
 prints the CPU. With ``--callgrind`` (run under ``valgrind --tool=callgrind
 --instr-atstart=no``) instructions are counted around the replay loop only: a count
 that does not move with the machine's load, to compare two versions of the digest.
+Given a build, ``--callgrind`` counts the compaction alone the same way (everything
+else runs uninstrumented): two code trees compared on the whole of it.
 """
 
 from __future__ import annotations
@@ -60,7 +65,13 @@ def _timed(owner: Any, name: str, label: str, spent: Counter[str]) -> None:
     setattr(owner, name, timed)
 
 
-def measure(build: Path, messages: int, *, primed: bool, record: Path | None, work: Path) -> dict[str, Any]:
+def _callgrind(on: bool) -> None:
+    """Switch callgrind's instrumentation of this process on or off (run under ``--instr-atstart=no``)."""
+    subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], check=True, capture_output=True)
+
+
+def measure(build: Path, messages: int, *, primed: bool, record: Path | None, work: Path,
+            callgrind: bool = False) -> dict[str, Any]:
     """Compact ``messages`` new messages on a copy of ``build``: total CPU, rate and CPU per phase."""
     from vaultlcm import Vault, compaction
     from vaultlcm.assembly import Assembler
@@ -99,9 +110,13 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
     with Vault(root) as v:
         v.ingest(CONV, extra)
         spent.clear()
+        if callgrind:
+            _callgrind(True)
         c0 = time.process_time()
         report = v.compact(CONV, force=True)[0]
         cpu = time.process_time() - c0
+        if callgrind:
+            _callgrind(False)
     if record is not None:
         record.write_bytes(pickle.dumps(recorded))
     return {"messages": messages, "cpu_s": cpu, "msgs_per_cpu_s": messages / max(cpu, 1e-9),
@@ -120,12 +135,12 @@ def replay(path: Path, *, callgrind: bool) -> dict[str, Any]:
     recorded = pickle.loads(path.read_bytes())
     summarizer = DigestSummarizer(Settings().summary_max_input_tokens)
     if callgrind:
-        subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=True, capture_output=True)
+        _callgrind(True)
     c0 = time.process_time()
     different = sum(summarize_with_escalation(summarizer, request).text != text for request, text in recorded)
     cpu = time.process_time() - c0
     if callgrind:
-        subprocess.run(["callgrind_control", "-i", "off", str(os.getpid())], check=True, capture_output=True)
+        _callgrind(False)
     return {"requests": len(recorded), "different": different, "cpu_s": cpu}
 
 
@@ -133,10 +148,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("build", nargs="?", type=Path, help="a built vault (bench_scale --builds DIR: DIR/vault-N); only copied")
     ap.add_argument("--messages", type=int, default=3000, help="new messages to compact (bench_scale: 3,000)")
-    ap.add_argument("--primed", action="store_true", help="count every summary's cost first (see the module docstring)")
+    ap.add_argument("--primed", action="store_true",
+                    help="count every summary's cost first: the steady state, as bench_scale (see the module docstring)")
     ap.add_argument("--record", type=Path, help="keep the summarization requests and their texts here")
     ap.add_argument("--replay", type=Path, help="summarize the requests kept by --record again")
-    ap.add_argument("--callgrind", action="store_true", help="with --replay: count instructions around the loop only")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="count instructions around the replay loop (--replay) or the compaction (a build) only")
     ap.add_argument("--workdir", type=Path, help="where the copy goes (default: a temporary folder, removed after)")
     args = ap.parse_args()
     if args.replay is not None:
@@ -150,7 +167,8 @@ def main() -> int:
     else:
         work = Path(tempfile.mkdtemp(prefix="compact-phases-"))
     try:
-        print(json.dumps(measure(args.build, args.messages, primed=args.primed, record=args.record, work=work)))
+        print(json.dumps(measure(args.build, args.messages, primed=args.primed, record=args.record, work=work,
+                                 callgrind=args.callgrind)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

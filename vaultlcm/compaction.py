@@ -175,11 +175,19 @@ class Compactor:
         return self._summarizer
 
     def _read_rows(self, rows: list[MessageRow]) -> list[tuple[MessageRow, Message]]:
-        """``log.read_rows`` through the run's cache of decoded messages."""
+        """``log.read_rows`` through the run's cache of decoded messages, and the messages this process just
+        appended (``log.just_written``)."""
         cache = self._read_cache
         missing = [r for r in rows if (r.id, r.hash) not in cache]
         if missing:
-            for row, msg in self.log.read_rows(missing):
+            # What this process appended a moment ago is at hand already (checked against the row).
+            written = self.log.just_written.take(missing)
+            if written:
+                for r in missing:
+                    if r.id in written:
+                        cache[(r.id, r.hash)] = written[r.id]
+                missing = [r for r in missing if r.id not in written]
+            for row, msg in self.log.read_rows(missing) if missing else ():
                 cache[(row.id, row.hash)] = msg
             while len(cache) > READ_CACHE_SIZE:
                 cache.popitem(last=False)

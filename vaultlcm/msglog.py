@@ -38,6 +38,7 @@ from typing import Any
 from .catalog import HEAD_BYTES, Catalog, MessageRow
 from .errors import CorruptVaultError, NotFoundError, StorageError, VaultLCMError
 from .formats import Incoming
+from .just_written import JustWritten
 from .fsutil import (
     NOFOLLOW,
     PendingSync,
@@ -174,6 +175,8 @@ class MessageLog:
         self._states: dict[str, _WriterState] = {}
         #: The path of each day's log by (logs folder, day): built once (a path object costs more than its use).
         self._day_paths: dict[tuple[Path, str], Path] = {}
+        #: What this process appended last, for its next compaction (see :mod:`vaultlcm.just_written`).
+        self.just_written = JustWritten(layout, self._store)
 
     @contextmanager
     def lock(self, conv: str) -> Iterator[Path]:
@@ -457,6 +460,7 @@ class MessageLog:
                     raise StorageError.from_os(exc, syncing.append.path, "append to") from None
                 raise
         # Durable: the call has succeeded.
+        self.just_written.add(conv, writes)
         if stats is None:
             return new_days, None
         return new_days, {rel: stats[path] for rel, path, _entries, _tail in writes}
