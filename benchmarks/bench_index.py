@@ -305,7 +305,6 @@ def bench_backend(backend: str, c: Corpus, work: Path, args: argparse.Namespace)
 
 
 def report(results: list[dict], n_docs: int) -> list[dict]:
-    base = results[0]
     rows = []
     for r in results:
         rows.append(dict(

@@ -38,7 +38,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import shutil
 import sqlite3
 import statistics

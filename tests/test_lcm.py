@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from vaultlcm import Engine, Settings, Vault
 from vaultlcm.summary_notes import parse_note
-from vaultlcm.tokens import count_tokens
 
 SMALL = dict(
     fresh_tail_count=4, leaf_min_messages=2, leaf_max_messages=4, leaf_target_tokens=60,

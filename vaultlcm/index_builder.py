@@ -49,7 +49,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from .errors import IndexBuildError
