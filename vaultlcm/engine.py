@@ -21,7 +21,6 @@ messages) is over the budget, it first runs compaction and waits for it.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import threading
@@ -36,6 +35,7 @@ from .compaction import CompactionReport, item_tokens
 from .errors import UsageError, VaultLCMError
 from .messages import Message
 from .names import validate_conversation_name
+from .native_memory import release_free_memory
 from .settings import Settings
 from .vault import Vault
 
@@ -46,34 +46,6 @@ TRIM_EVERY = 2048
 #: Seconds between two rewrites of the home note and the index note by a compacting engine (see
 #: :meth:`Engine._refresh_views`): a person reading them in Obsidian sees them at most this old.
 VIEWS_EVERY = 30.0
-
-
-@functools.lru_cache(maxsize=1)
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or None where the C library has none."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc: its allocator returns memory by itself, or not at all
-        return None
-
-
-def release_free_memory() -> bool:
-    """Give the C allocator's free pages back to the system; returns whether it could (glibc only).
-
-    A long-running engine allocates and frees in several threads (its compaction thread,
-    the index writer's, the catalog's checkpointer): glibc keeps a heap per thread and
-    keeps what was freed in each for reuse, so without this the resident set is the sum
-    of every heap's high-water mark, which creeps up as history changes the sizes asked
-    for. Memory in use is untouched; the call walks the heaps (a few milliseconds).
-    """
-    trim = _malloc_trim()
-    if trim is None:
-        return False
-    trim(0)
-    return True
 
 
 @dataclass

@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from .errors import IndexBuildError
+from .native_memory import release_free_memory
 
 if TYPE_CHECKING:
     from .index.base import Forget, IndexDoc
@@ -98,19 +99,6 @@ class _Stopped(Exception):
     """The parent said abort, or went away."""
 
 
-def _give_back_memory() -> None:
-    """Return the heap memory this process freed to the system (glibc keeps it otherwise; tantivy's
-    writer frees its buffers after each segment it writes). Nothing happens elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc
-
-
 def _child(inp: IO[bytes], out: IO[bytes]) -> int:
     from .index import open_index
     from .index.base import Forget, IndexDoc
@@ -155,7 +143,7 @@ def _child(inp: IO[bytes], out: IO[bytes]) -> int:
                 elif what == "forget":
                     yield Forget(msg[1])
                 elif what == "settle":
-                    _give_back_memory()  # the parent's recompute comes next: what the child freed is its to use
+                    release_free_memory()  # the parent's recompute comes next: what the child freed is its to use
                     send("settled", msg[1])
                 elif what == "commit":
                     return
