@@ -236,11 +236,18 @@ def test_a_child_killed_mid_build_fails_the_reindex(vault: Path) -> None:
     _not_current(vault)
 
 
+def _as_a_terminal_job() -> None:
+    """Ctrl-C as a terminal's foreground job has it: a suite started in the background of a
+    non-interactive shell (``cmd &``) runs with SIGINT ignored, which every child inherits."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_cli(root: Path) -> tuple[subprocess.Popen[bytes], int]:
     """``vaultlcm reindex`` in its own session (as a shell runs a job); returns it and its child's pid."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     proc = subprocess.Popen([sys.executable, "-m", "vaultlcm", "--vault", str(root), "reindex", "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=env)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=env,
+                            preexec_fn=_as_a_terminal_job)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         kids = _children(proc.pid)
