@@ -81,7 +81,7 @@ def test_a_log_edited_after_ingest_is_read_from_disk(tmp_path: Path) -> None:
         notes = "".join(p.read_text(encoding="utf-8")
                         for p in (tmp_path / "v" / "conversations" / CONV / "summaries").glob("*.md"))
         assert "port 7777" in notes and "port 9004" not in notes  # not bare digits: a hash may hold them
-        assert "9006" in notes  # an unedited neighbour still made it in, from memory or disk alike
+        assert "port 9006" in notes  # an unedited neighbour still made it in, from memory or disk alike
         assert len(v.log.just_written) < 60  # what compaction took is dropped
 
 
