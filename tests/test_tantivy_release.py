@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import sys
 import threading
 import time
@@ -56,21 +57,35 @@ def _wait_released(ix: tantivy_backend.TantivyIndex, timeout: float = 10.0) -> N
     assert ix._used_at is None, "the idle writer thread did not let the searcher go"
 
 
+def _wordy_doc(i: int, rng: random.Random, vocab: list[str]) -> IndexDoc:
+    words = " ".join(rng.choice(vocab) for _ in range(40))
+    return IndexDoc(id=f"m-{i:016x}", kind="message", conversation="c", text=f"entry {i} marker{i:05d} {words}",
+                    at=float(i), seq=i + 1)
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
 def test_an_idle_searcher_unmaps_what_a_search_touched(tmp_path: Path, quick_release: float) -> None:
+    # Opening an index maps every segment and touches a few hundred KiB of it (the kernel maps
+    # neighbouring cached pages on each fault), and tantivy may keep one such set of maps a
+    # while after its index object is dropped. The searches below touch several MiB across the
+    # postings, the term dictionary and the store, so what a release must let go of dwarfs both.
+    rng = random.Random(0)
+    vocab = [f"w{n:04d}" for n in range(3000)]
+    built = open_index("tantivy", tmp_path / "ix", commit_interval=0.0)
+    built.add(_wordy_doc(i, rng, vocab) for i in range(20_000))
+    built.close()  # waits for the writer's merges: none runs (mapping files of its own) during the test
     ix = open_index("tantivy", tmp_path / "ix", commit_interval=0.0)
     assert isinstance(ix, tantivy_backend.TantivyIndex)
     try:
-        ix.add(_doc(i, "common") for i in range(20_000))
-        ix.flush()
-        # A count walks every match: the postings of a word in every document are touched.
-        assert ix.count_matches("common").total == 20_000
-        assert ix.search("marker00007")[0].id == _doc(7).id
+        opened = _mapped_kib(tmp_path / "ix")
+        for word in vocab[::10]:
+            assert ix.count_matches(word).total > 0
+        for i in range(0, 20_000, 100):
+            assert ix.search(f"marker{i:05d}")[0].id == f"m-{i:016x}"
         searched = _mapped_by_file(tmp_path / "ix")
         touched = sum(searched.values())
-        assert touched > 0
+        assert touched > 4 * opened
         _wait_released(ix)
-        # The files the search mapped: a segment merge the writer runs meanwhile maps files of its own.
         assert _mapped_kib(tmp_path / "ix", only=set(searched)) < touched / 2
     finally:
         ix.close()
