@@ -342,9 +342,25 @@ class Catalog:
         conversation's messages as the catalog has them (no batch released from
         ``pending``, no order restored by :meth:`_settle`).
         """
+        return self._message_count(conv) == stored and self._positions_stand(conv)
+
+    def released_after_rebuild(self, conv: str, stored: int) -> list[str] | None:
+        """After :meth:`rebuild_logs` yielded ``stored`` entries of ``conv`` as they came: the ids of the
+        messages stored after them (batches over several days, released from ``pending`` once their
+        last day was read, and queued for the index), when those are the only difference; None when
+        an order was also restored (every position is then in doubt)."""
+        released = [i for (i,) in self.execute(
+            "SELECT q.id FROM reindex_queue q JOIN messages m ON m.id = q.id WHERE m.conv=?", (conv,))]
+        if stored + len(released) != self._message_count(conv) or not self._positions_stand(conv):
+            return None
+        return released
+
+    def _message_count(self, conv: str) -> int:
         (count,), = self.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,))
-        if count != stored:
-            return False
+        return int(count)
+
+    def _positions_stand(self, conv: str) -> bool:
+        """Whether every message of ``conv`` sits at the position its writer gave it."""
         return not self.execute("SELECT 1 FROM messages m JOIN links l ON l.id = m.id "
                                 "WHERE m.conv=? AND m.seq <> l.wseq LIMIT 1", (conv,))
 

@@ -564,7 +564,7 @@ class IndexKeeper:
                     stored += len(entries)
                     builder.check(progress)
                 if not self.catalog.at_writer_positions(conv, stored):
-                    released = self._released(conv, stored)
+                    released = self.catalog.released_after_rebuild(conv, stored)
                     if released is None:
                         builder.forget(conv)
                         builder.add((message_doc(row, msg) for row, msg in self.log.iter_conversation(conv)),
@@ -579,20 +579,6 @@ class IndexKeeper:
                 builder.add(self._summary_docs(conv), progress)
                 builder.check(progress)
             return builder.commit(progress)
-
-    def _released(self, conv: str, stored: int) -> list[str] | None:
-        """After a rebuild read ``conv``'s logs and stored ``stored`` entries as they came: the ids of the
-        messages the catalog added after them (batches over several days, released from ``pending``
-        once their last day was read; it queues them for the index), when those are the only
-        difference; None when the catalog also restored an order (every position is then in doubt)."""
-        released = [i for (i,) in self.catalog.execute(
-            "SELECT q.id FROM reindex_queue q JOIN messages m ON m.id = q.id WHERE m.conv=?", (conv,))]
-        (count,), = self.catalog.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,))
-        if stored + len(released) != count or self.catalog.execute(
-                "SELECT 1 FROM messages m JOIN links l ON l.id = m.id WHERE m.conv=? AND m.seq <> l.wseq LIMIT 1",
-                (conv,)):
-            return None
-        return released
 
     def on_messages(self, pairs: list[tuple["MessageRow", Message]]) -> None:
         if self._index is not None and pairs:
