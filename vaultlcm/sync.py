@@ -25,7 +25,7 @@ from .errors import VaultLCMError
 from .fsutil import TEMP_PREFIX, read_file
 
 if TYPE_CHECKING:
-    from .vault import Vault
+    from .layout import VaultLayout
 
 IGNORED_DIRS = frozenset({".obsidian", ".trash", ".vaultlcm", ".git"})
 _EDITOR_SUFFIXES = (".swp", ".swx", ".swo", ".tmp", ".part", ".crdownload", "~")
@@ -55,19 +55,25 @@ def _digest(path: Path) -> str | None:
 
 
 class VaultWatcher:
-    """Watch a vault and keep its derived state in step with the files."""
+    """Watch a vault and keep its derived state in step with the files.
+
+    ``refresh`` re-reads one conversation from its files and reports what changed
+    (:meth:`vaultlcm.Vault.refresh`); the watcher decides only when, and for which.
+    """
 
     def __init__(
         self,
-        vault: "Vault",
+        layout: "VaultLayout",
+        refresh: Callable[[str], dict[str, Any]],
         *,
-        debounce_ms: int | None = None,
+        debounce_ms: int,
         rescan_threshold: int = 1000,
         on_sync: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
-        self.vault = vault
-        self.root = vault.root
-        self.debounce = (vault.settings.watch_debounce_ms if debounce_ms is None else debounce_ms) / 1000
+        self.layout = layout
+        self.refresh = refresh
+        self.root = layout.root
+        self.debounce = debounce_ms / 1000
         self.rescan_threshold = rescan_threshold
         self.on_sync = on_sync
         self._pending: dict[Path, float] = {}
@@ -214,10 +220,10 @@ class VaultWatcher:
             if len(rel) >= 2:
                 convs.add(rel[1])
         for conv in sorted(convs):
-            folder = self.vault.layout.conversations_dir / conv
+            folder = self.layout.conversations_dir / conv
             if folder.is_symlink() or not folder.is_dir():
                 continue
-            result = self.vault.refresh(conv)
+            result = self.refresh(conv)
             self.syncs += 1
             if self.on_sync:
                 self.on_sync(result)
@@ -225,8 +231,8 @@ class VaultWatcher:
     def rescan(self) -> None:
         """Re-sync every conversation from the files."""
         self.rescans += 1
-        for conv in self.vault.conversations():
-            result = self.vault.refresh(conv)
+        for conv in self.layout.conversations():
+            result = self.refresh(conv)
             self.syncs += 1
             if self.on_sync:
                 self.on_sync(result)
