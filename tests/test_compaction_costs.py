@@ -72,7 +72,7 @@ def test_home_diagram_shows_the_highest_nodes(tmp_path: Path, monkeypatch: pytes
         upper = [s for s in v.dag.all("c") if s.depth >= 1 and s.parent != "!invalid"]
         assert len(upper) > 3
         expected = sorted(upper, key=lambda s: (-s.depth, s.first_seq or 0, s.id))[:3]
-        text = home.render_home(v, "c")
+        text = home.render_home(v.layout, v.catalog, v.dag, "c")
         assert f"_Diagram shows the 3 highest of {len(upper)} condensed nodes._" in text
         classes = next(line for line in text.splitlines() if line.strip().startswith("class "))
         assert classes.split()[1].split(",") == sorted(s.id for s in expected)

@@ -34,7 +34,7 @@ def test_the_patched_home_note_is_the_rendered_one(tmp_path_factory, steps) -> N
                 n += count
                 if day not in days:  # a new day refreshes the note (a known day leaves it for later)
                     days.add(day)
-                    assert home.read_text(encoding="utf-8") == render_home(v, "c")
+                    assert home.read_text(encoding="utf-8") == render_home(v.layout, v.catalog, v.dag, "c")
             elif what == "compact" and n:
                 v.compact("c", force=True)
             elif what == "rename" and home.exists():
@@ -42,7 +42,7 @@ def test_the_patched_home_note_is_the_rendered_one(tmp_path_factory, steps) -> N
                 home.write_text(home.read_text(encoding="utf-8").replace("## Daily logs", "## Logs"), encoding="utf-8")
         if n:
             v.ingest("c", [{"role": "user", "timestamp": "2026-12-01T00:00:00Z", "content": "a new day"}])
-            assert home.read_text(encoding="utf-8") == render_home(v, "c")
+            assert home.read_text(encoding="utf-8") == render_home(v.layout, v.catalog, v.dag, "c")
             assert "[[conversations/c/logs/2026-12-01|2026-12-01]]" in home.read_text(encoding="utf-8")
 
 
@@ -62,4 +62,4 @@ def test_a_new_day_does_not_read_the_dag(tmp_path: Path, monkeypatch) -> None:
         assert "[[conversations/c/logs/2026-11-02|2026-11-02]]" in text and "messages: 41" in text
         assert "## Top-level summaries" in text
         monkeypatch.undo()
-        assert text == render_home(v, "c")
+        assert text == render_home(v.layout, v.catalog, v.dag, "c")

@@ -300,7 +300,7 @@ class Vault:
             return []
         written: list[str] = []
         for conv in self.conversations() if conversations is None else conversations:
-            if write_home(self, conv, messages_only=messages_only):
+            if write_home(self.layout, self.catalog, self.dag, conv, messages_only=messages_only):
                 written.append(self.layout.relative(self.layout.home_note(conv)))
         on_disk = self.conversations()
         stats = conversation_stats(self.catalog, self.layout, on_disk)
@@ -739,12 +739,19 @@ class Vault:
                 raise NotFoundError(f"no summary with id {missing[0]!r}")
         return reports
 
-    def watch(self, **kwargs: Any) -> "VaultWatcher":
-        """A started watcher that re-syncs the vault as files change (call ``stop()`` when done)."""
+    def watch(self, *, debounce_ms: int | None = None, rescan_threshold: int = 1000,
+              on_sync: Callable[[dict[str, Any]], None] | None = None) -> "VaultWatcher":
+        """A started watcher that re-syncs the vault as files change (call ``stop()`` when done).
+
+        ``debounce_ms`` defaults to the ``watch_debounce_ms`` setting; more than
+        ``rescan_threshold`` pending paths fall back to a re-sync of everything; ``on_sync``
+        gets each :meth:`refresh` report."""
         from .sync import VaultWatcher
 
         self.indexer.ready()
-        return VaultWatcher(self, **kwargs).start()
+        debounce = self.settings.watch_debounce_ms if debounce_ms is None else debounce_ms
+        return VaultWatcher(self.layout, self.refresh, debounce_ms=debounce, rescan_threshold=rescan_threshold,
+                            on_sync=on_sync).start()
 
 
 def _compact_message(vault: Vault, conv: str, report: CompactionReport) -> str:
