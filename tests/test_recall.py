@@ -261,8 +261,8 @@ def test_placing_a_page_in_a_few_queries_places_every_item_as_one_by_one(big: tu
         items += [("m-0000000000000000", "message"), ("sum_missing", "summary")]  # unknown ids place as nothing
         assert any(kind == "summary" for _i, kind in items) and any(
             r[0] for r in v.catalog.execute("SELECT covered FROM messages"))
-        one_by_one = [Placer(v).place(i, kind) for i, kind in items]
-        batched = Placer(v)
+        one_by_one = [Placer(v.history).place(i, kind) for i, kind in items]
+        batched = Placer(v.history)
         batched.prefetch(items)
         assert [batched.place(i, kind) for i, kind in items] == one_by_one
         assert any(p.shown_depth and p.shown_depth > 0 for p in one_by_one)  # the DAG has levels above leaves

@@ -25,7 +25,7 @@ from .recall import Ranked, iso_time, keywords, rank
 from .tokens import count_tokens, truncate_to_tokens
 
 if TYPE_CHECKING:
-    from .vault import Vault
+    from .history import History
 
 _ID_RE = re.compile(r"\b(m-[A-Za-z0-9-]+|sum_[0-9a-f]{16})\b")
 
@@ -57,7 +57,7 @@ def _identifiers(text: str, skip: set[str]) -> list[str]:
     return found
 
 
-def _hop(vault: "Vault", question: str, terms: list[str], first: list[Ranked], convs: list[str] | None,
+def _hop(history: "History", question: str, terms: list[str], first: list[Ranked], convs: list[str] | None,
          texts: dict[str, str]) -> list[Ranked]:
     """Rank again with the identifiers the first excerpts name and the question does not."""
     words = {w.lower() for w in re.findall(r"[\w-]+", question)}
@@ -74,44 +74,44 @@ def _hop(vault: "Vault", question: str, terms: list[str], first: list[Ranked], c
     asked = [w for w in terms if w in HOP_WORDS]  # what the question wants of the thing: a commit, a file ...
     found: list[Ranked] = []
     for ident in idents[:HOP_IDENTIFIERS]:
-        found += rank(vault, [ident, *asked], conversations=convs, kind="message")
+        found += rank(history, [ident, *asked], conversations=convs, kind="message")
     return found
 
 
-def _excerpt_text(vault: "Vault", r: Ranked) -> str | None:
+def _excerpt_text(history: "History", r: Ranked) -> str | None:
     if r.kind == "message":
-        row, msg = vault.log.get(r.id)
+        row, msg = history.log.get(r.id)
         return f"[{r.id}] {row.role} at {iso_time(r.at)}: {msg.searchable_text()}"
-    s = vault.dag.get(r.id)
+    s = history.dag.get(r.id)
     if s is None:
         return None
     return f"[{r.id}] summary ({s.earliest_at} .. {s.latest_at}): {s.body}"
 
 
-def ask(vault: "Vault", question: str, *, conversation: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
+def ask(history: "History", question: str, *, conversation: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
     """Answer ``question`` from the stored history (see the module docstring)."""
-    cap = max_tokens or vault.settings.max_expand_tokens
+    cap = max_tokens or history.settings.max_expand_tokens
     if cap <= 0:
         raise UsageError("--max-tokens must be at least 1")
     if not question.strip():
         raise UsageError("the question is empty")
-    convs = [vault.require_conversation(conversation)] if conversation else None
-    vault.indexer.ready()
-    for conv_name in convs or vault.conversations():
-        vault.sync(conv_name)
-        vault.indexer.follow(conv_name)
+    convs = [history.require_conversation(conversation)] if conversation else None
+    history.indexer.ready()
+    for conv_name in convs or history.conversations():
+        history.sync(conv_name)
+        history.indexer.follow(conv_name)
     terms = keywords(question)
     # Raw messages are the exact record, and every summary is made of them: excerpts are
     # messages, and summaries only when no message matches.
-    ranked = rank(vault, terms, conversations=convs, kind="message") if terms else []
+    ranked = rank(history, terms, conversations=convs, kind="message") if terms else []
     if not ranked and terms:
-        ranked = rank(vault, terms, conversations=convs, kind="summary")
+        ranked = rank(history, terms, conversations=convs, kind="summary")
     texts: dict[str, str] = {}
     for r in ranked[:HOP_FROM]:
-        text = _excerpt_text(vault, r)
+        text = _excerpt_text(history, r)
         if text is not None:
             texts[r.id] = text
-    hopped = _hop(vault, question, terms, ranked, convs, texts)
+    hopped = _hop(history, question, terms, ranked, convs, texts)
     if hopped:
         # A hop result ranks after the first excerpts that led to it, ahead of the rest.
         merged = list(ranked[:HOP_FROM])
@@ -127,7 +127,7 @@ def ask(vault: "Vault", question: str, *, conversation: str | None = None, max_t
         room = cap - used
         if room <= 20:
             break
-        text = texts.get(r.id) or _excerpt_text(vault, r)
+        text = texts.get(r.id) or _excerpt_text(history, r)
         if text is None:
             continue
         cost = count_tokens(text)
@@ -140,13 +140,13 @@ def ask(vault: "Vault", question: str, *, conversation: str | None = None, max_t
     mode = "extractive"
     answer = "\n\n".join(e["text"] for e in excerpts) if excerpts else "No stored message matches the question."
     citations = [e["id"] for e in excerpts]
-    if vault.settings.summarizer not in ("digest", "extractive") and excerpts:
+    if history.settings.summarizer not in ("digest", "extractive") and excerpts:
         from .summarizers import SourceItem, ask_prompt
 
-        summarizer = vault.compactor.summarizer
+        summarizer = history.summarizer()
         items = tuple(SourceItem(id=e["id"], kind=e["kind"], text=e["text"]) for e in excerpts)
         prompt = ask_prompt(question, items, conversation=conversation or "", max_tokens=cap,
-                            override_dir=vault.layout.templates_dir)
+                            override_dir=history.layout.templates_dir)
         try:
             reply = summarizer.complete("You answer questions from an agent's stored history, citing ids.", prompt, min(cap, 4096))
             cited = [i for i in dict.fromkeys(_ID_RE.findall(reply)) if i in set(citations)]

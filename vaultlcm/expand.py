@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .catalog import MessageRow
     from .dag import SummaryRow
     from .messages import Message
-    from .vault import Vault
+    from .history import History
 
 #: How far a turn is followed each way before it is cut (a turn of hundreds of tool calls).
 MAX_TURN_MESSAGES = 400
@@ -47,7 +47,7 @@ CUT_ROOM = 96  # fewest tokens worth showing of a message cut to fit (with its h
 
 
 def expand(
-    vault: "Vault",
+    history: "History",
     item_id: str,
     *,
     max_tokens: int | None = None,
@@ -56,7 +56,7 @@ def expand(
     query: str | None = None,
 ) -> dict[str, Any]:
     """Expand ``item_id`` (see the module docstring for the modes)."""
-    cap = max_tokens or vault.settings.max_expand_tokens
+    cap = max_tokens or history.settings.max_expand_tokens
     if cap <= 0:
         raise UsageError("--max-tokens must be at least 1")
     if depth is not None and depth < 1:
@@ -69,10 +69,10 @@ def expand(
     if kind == "message":
         if query or depth is not None:
             raise UsageError("--query and --depth apply to a summary; a message takes --around N (or its turn)")
-        return _expand_message(vault, item_id, cap, around)
+        return _expand_message(history, item_id, cap, around)
     if around is not None:
         raise UsageError("--around applies to a message; a summary takes --query and --depth")
-    return _expand_summary(vault, item_id, cap, depth, (query or "").strip())
+    return _expand_summary(history, item_id, cap, depth, (query or "").strip())
 
 
 # -- the output ------------------------------------------------------------------------
@@ -124,10 +124,10 @@ def _cut_record(rec: dict[str, Any], msg: "Message", tokens: int) -> dict[str, A
     return out
 
 
-def _messages_out(vault: "Vault", rows: list["MessageRow"], filler: _Filler) -> list[dict[str, Any]]:
+def _messages_out(history: "History", rows: list["MessageRow"], filler: _Filler) -> list[dict[str, Any]]:
     kept = set(filler.kept)
     out = []
-    for row, msg in vault.log.read_rows([r for r in rows if r.id in kept]):
+    for row, msg in history.log.read_rows([r for r in rows if r.id in kept]):
         rec = message_record(row, msg)
         if row.id in filler.cut:
             rec = _cut_record(rec, msg, filler.cut[row.id] - MESSAGE_OVERHEAD)
@@ -138,35 +138,35 @@ def _messages_out(vault: "Vault", rows: list["MessageRow"], filler: _Filler) -> 
 # -- a message: its turn, or its neighbours -------------------------------------------
 
 
-def _rows_between(vault: "Vault", conv: str, lo: int, hi: int) -> list["MessageRow"]:
+def _rows_between(history: "History", conv: str, lo: int, hi: int) -> list["MessageRow"]:
     """Messages of ``conv`` with ``lo <= seq <= hi``, in order."""
-    ids = [r[0] for r in vault.catalog.execute(
+    ids = [r[0] for r in history.catalog.execute(
         "SELECT id FROM messages WHERE conv=? AND seq BETWEEN ? AND ? ORDER BY seq", (conv, lo, hi))]
-    by_id = vault.catalog.rows_by_ids(ids)
+    by_id = history.catalog.rows_by_ids(ids)
     return [by_id[i] for i in ids if i in by_id]
 
 
-def _starts_turn(vault: "Vault", row: "MessageRow", msg: "Message | None" = None) -> bool:
+def _starts_turn(history: "History", row: "MessageRow", msg: "Message | None" = None) -> bool:
     """A user message with something besides tool results (those are user messages in Anthropic's format)."""
     if row.role != "user":
         return False
     if msg is None:
-        msg = vault.log.read_row(row)
+        msg = history.log.read_row(row)
     return any(b.get("type") != "tool_result" for b in msg.content) or not msg.content
 
 
-def turn_of(vault: "Vault", hit: "MessageRow") -> list["MessageRow"]:
+def turn_of(history: "History", hit: "MessageRow") -> list["MessageRow"]:
     """The messages of the turn ``hit`` belongs to (at most :data:`MAX_TURN_MESSAGES` each way)."""
-    before = _rows_between(vault, hit.conv, hit.seq - MAX_TURN_MESSAGES, hit.seq)
+    before = _rows_between(history, hit.conv, hit.seq - MAX_TURN_MESSAGES, hit.seq)
     start = 0
     for i in range(len(before) - 1, -1, -1):
-        if _starts_turn(vault, before[i]):
+        if _starts_turn(history, before[i]):
             start = i
             break
-    after = _rows_between(vault, hit.conv, hit.seq + 1, hit.seq + MAX_TURN_MESSAGES)
+    after = _rows_between(history, hit.conv, hit.seq + 1, hit.seq + MAX_TURN_MESSAGES)
     end = len(after)
     for i, row in enumerate(after):
-        if _starts_turn(vault, row):
+        if _starts_turn(history, row):
             end = i
             break
     return before[start:] + after[:end]
@@ -177,14 +177,14 @@ def _by_distance(rows: list["MessageRow"], hit: "MessageRow") -> list["MessageRo
     return sorted(rows, key=lambda r: (abs(r.seq - hit.seq), r.seq < hit.seq))
 
 
-def _expand_message(vault: "Vault", item_id: str, cap: int, around: int | None) -> dict[str, Any]:
-    hit, _ = vault.log.get(item_id)
+def _expand_message(history: "History", item_id: str, cap: int, around: int | None) -> dict[str, Any]:
+    hit, _ = history.log.get(item_id)
     if around is not None:
-        rows = _rows_between(vault, hit.conv, hit.seq - around, hit.seq + around)
+        rows = _rows_between(history, hit.conv, hit.seq - around, hit.seq + around)
         priority = _by_distance(rows, hit)
         mode = "around"
     else:
-        rows = turn_of(vault, hit)
+        rows = turn_of(history, hit)
         near = _by_distance(rows, hit)
         # The reply right after, the request that opened the turn and its last message first.
         firsts = [r for r in (near[:2] + [rows[0], rows[-1]]) if r is not None]
@@ -193,7 +193,7 @@ def _expand_message(vault: "Vault", item_id: str, cap: int, around: int | None) 
     filler = _Filler(cap)
     for r in priority:
         filler.offer(r.id, r.tokens + MESSAGE_OVERHEAD, cuttable=r.id == hit.id)
-    messages = _messages_out(vault, rows, filler)
+    messages = _messages_out(history, rows, filler)
     return {
         "id": item_id,
         "mode": mode,
@@ -211,7 +211,7 @@ def _expand_message(vault: "Vault", item_id: str, cap: int, around: int | None) 
 # -- a summary ----------------------------------------------------------------------------
 
 
-def _descend(vault: "Vault", root: "SummaryRow", depth: int | None) -> tuple[list[str], list["SummaryRow"]]:
+def _descend(history: "History", root: "SummaryRow", depth: int | None) -> tuple[list[str], list["SummaryRow"]]:
     """Message ids under ``root`` in order, and the summaries where ``depth`` stopped the descent."""
     frontier: list[SummaryRow] = [root]
     message_ids: list[str] = []
@@ -224,7 +224,7 @@ def _descend(vault: "Vault", root: "SummaryRow", depth: int | None) -> tuple[lis
             if s.kind == "leaf":
                 message_ids.extend(s.sources)
             else:
-                nxt.extend(vault.dag.children(s.id))
+                nxt.extend(history.dag.children(s.id))
         frontier = nxt
         level += 1
     return message_ids, []
@@ -235,36 +235,36 @@ def _summary_out(s: "SummaryRow", text: str) -> dict[str, Any]:
             "earliest_at": s.earliest_at, "latest_at": s.latest_at, "text": text}
 
 
-def _matches(vault: "Vault", root: "SummaryRow", query: str, wanted: set[str]) -> list[str]:
+def _matches(history: "History", root: "SummaryRow", query: str, wanted: set[str]) -> list[str]:
     """Messages of ``wanted`` (under ``root``) ranked by ``query``, best first."""
     from .indexing import _ts
 
-    vault.sync(root.conv)
-    vault.indexer.ready()
-    vault.indexer.follow(root.conv)
+    history.sync(root.conv)
+    history.indexer.ready()
+    history.indexer.follow(root.conv)
     terms = keywords(query) or [query]
-    ranked = rank(vault, terms, conversations=[root.conv], kind="message",
+    ranked = rank(history, terms, conversations=[root.conv], kind="message",
                   since=_ts(root.earliest_at), before=_ts(root.latest_at) + 1.0, per_term=200)
     return [r.id for r in ranked if r.id in wanted]
 
 
-def _expand_summary(vault: "Vault", item_id: str, cap: int, depth: int | None, query: str) -> dict[str, Any]:
-    root = vault._summary(item_id)
-    message_ids, stopped = _descend(vault, root, depth)
+def _expand_summary(history: "History", item_id: str, cap: int, depth: int | None, query: str) -> dict[str, Any]:
+    root = history.summary(item_id)
+    message_ids, stopped = _descend(history, root, depth)
     matched: list[str] = []
     if query:
         under = set(message_ids)
         if stopped:  # the messages under the summaries where the descent stopped
             for s in stopped:
-                under.update(_descend(vault, s, None)[0])
-        matched = _matches(vault, root, query, under)
+                under.update(_descend(history, s, None)[0])
+        matched = _matches(history, root, query, under)
     filler = _Filler(cap)
     summaries_out: list[dict[str, Any]] = []
     if stopped:
         if matched:  # the summaries holding the best matches first
             holder = {}
             for s in stopped:
-                for mid in _descend(vault, s, None)[0]:
+                for mid in _descend(history, s, None)[0]:
                     holder.setdefault(mid, s.id)
             order = list(dict.fromkeys(holder[m] for m in matched if m in holder))
             stopped = sorted(stopped, key=lambda s: order.index(s.id) if s.id in order else len(order))
@@ -282,7 +282,7 @@ def _expand_summary(vault: "Vault", item_id: str, cap: int, depth: int | None, q
                     continue
                 filler.used += cost
             summaries_out.append(_summary_out(s, text))
-    rows_by_id = vault.catalog.rows_by_ids(message_ids)
+    rows_by_id = history.catalog.rows_by_ids(message_ids)
     rows = [rows_by_id[i] for i in message_ids if i in rows_by_id]
     position = {r.id: n for n, r in enumerate(rows)}
     priority: list[str] = []
@@ -293,7 +293,7 @@ def _expand_summary(vault: "Vault", item_id: str, cap: int, depth: int | None, q
     priority = list(dict.fromkeys(priority + [r.id for r in rows]))
     for mid in priority:
         filler.offer(mid, rows_by_id[mid].tokens + MESSAGE_OVERHEAD)
-    messages = _messages_out(vault, rows, filler)
+    messages = _messages_out(history, rows, filler)
     if matched:
         rank_of = {mid: n for n, mid in enumerate(priority)}
         messages.sort(key=lambda m: rank_of[m["id"]])

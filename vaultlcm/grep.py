@@ -56,7 +56,7 @@ from .ranking import RERANK, interleave, plan_page, rank_summaries, ranked_page
 from .recall import ContextView, Placer, iso_time, scope_kind
 
 if TYPE_CHECKING:
-    from .vault import Vault
+    from .history import History
 
 SNIPPET_CHARS = 200
 #: When fewer raw messages than this have every word of a query, the hits with some of its words follow.
@@ -199,7 +199,7 @@ def check_grep_args(scope: str, limit: int, offset: int, sort: str) -> str | Non
 
 
 def grep(
-    vault: "Vault",
+    history: "History",
     pattern: str,
     *,
     conversation: str | None = None,
@@ -219,13 +219,13 @@ def grep(
     ``view`` decides ``shown_as`` (default: the top-level covering node).
     """
     kind = check_grep_args(scope, limit, offset, sort)
-    convs = [vault.require_conversation(conversation)] if conversation else None
+    convs = [history.require_conversation(conversation)] if conversation else None
     if regex_mode:
-        return _regex_grep(vault, pattern, kind, convs, since, before, limit, offset, sort, count, view)
-    index = vault.indexer.ready()
-    for conv in convs or vault.conversations():
-        vault.sync(conv)  # files changed since we last looked (appends, edits by people)
-        vault.indexer.follow(conv)  # and into the index
+        return _regex_grep(history, pattern, kind, convs, since, before, limit, offset, sort, count, view)
+    index = history.indexer.ready()
+    for conv in convs or history.conversations():
+        history.sync(conv)  # files changed since we last looked (appends, edits by people)
+        history.indexer.follow(conv)  # and into the index
     where: dict[str, Any] = dict(kind=kind, conversations=convs, since=since, before=before)
     if count:
         c = index.count_matches(pattern, per_day=True, **where)
@@ -235,7 +235,7 @@ def grep(
         c = index.count_matches(pattern, **where)
         total, by_kind = c.total, {k: c.by_kind.get(k, 0) for k in ("message", "summary")}
         if by_kind["message"] >= RELAX_BELOW and by_kind["summary"]:
-            found = _mixed(vault, index, pattern, offset, limit, by_kind, where)
+            found = _mixed(history, index, pattern, offset, limit, by_kind, where)
         else:
             found = index.search(pattern, limit=limit, offset=offset, sort=sort, **where)
     else:
@@ -247,7 +247,7 @@ def grep(
     every = _labels(pattern) if some else None  # the hits from the search with every word say so
     hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq,
                 matched=(h.matched if h.matched is not None else every) if some else None) for h in found]
-    _place(vault, hits, view)
+    _place(history, hits, view)
     return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind), relaxed=some > 0, some_words=some)
 
 
@@ -319,7 +319,7 @@ def _few(index: Any, pattern: str, found: list[Any], total: int, by_kind: dict[s
     return page, index.count_matches(pattern, match="any", **msg_where).total - n_msg
 
 
-def _mixed(vault: "Vault", index: Any, pattern: str, offset: int, limit: int, by_kind: dict[str, int],
+def _mixed(history: "History", index: Any, pattern: str, offset: int, limit: int, by_kind: dict[str, int],
            where: dict[str, Any]) -> list[Any]:
     """A relevance page of both kinds, each ranked on its own, summaries by their best line (:mod:`.ranking`)."""
     from .index.query import parse_query
@@ -337,18 +337,18 @@ def _mixed(vault: "Vault", index: Any, pattern: str, offset: int, limit: int, by
             # No snippets from the index: it would cut one from each of these long notes, and only
             # the page's few are shown, cut around their best line.
             head = index.search(pattern, limit=max(end, RERANK), snippets=False, **{**where, "kind": "summary"})
-            bodies = _summary_bodies(vault, [h.id for h in head[:RERANK]])
+            bodies = _summary_bodies(history, [h.id for h in head[:RERANK]])
             ranked = rank_summaries(head, [bodies.get(h.id) for h in head[:RERANK]], pq)[plan.summary_start:end]
-            bodies.update(_summary_bodies(vault, [r.hit.id for r in ranked if r.hit.id not in bodies]))
+            bodies.update(_summary_bodies(history, [r.hit.id for r in ranked if r.hit.id not in bodies]))
             sums = ranked_page(ranked, bodies, pq)
     return interleave(plan, msgs, sums)
 
 
-def _summary_bodies(vault: "Vault", ids: list[str]) -> dict[str, str]:
+def _summary_bodies(history: "History", ids: list[str]) -> dict[str, str]:
     """The body of each summary of ``ids`` that the catalog holds, in one query."""
     if not ids:
         return {}
-    rows = vault.catalog.execute(f"SELECT id, body FROM summaries WHERE id IN ({','.join('?' * len(ids))})",
+    rows = history.catalog.execute(f"SELECT id, body FROM summaries WHERE id IN ({','.join('?' * len(ids))})",
                                  tuple(ids))
     return {str(i): str(body) for i, body in rows}
 
@@ -376,8 +376,8 @@ def _relaxable(pattern: str) -> bool:
     return len(pq.clauses) > 1 and any(not p.required for p in pq.parts)
 
 
-def _place(vault: "Vault", hits: list[Hit], view: ContextView | None) -> None:
-    placer = Placer(vault, view)
+def _place(history: "History", hits: list[Hit], view: ContextView | None) -> None:
+    placer = Placer(history, view)
     placer.prefetch([(h.id, h.kind) for h in hits])
     for h in hits:
         p = placer.place(h.id, h.kind)
@@ -416,10 +416,10 @@ class _RegexScan:
     the regex module's own timeout and its thread then exits without a trace.
     """
 
-    def __init__(self, vault: "Vault", rx: regex.Pattern[str], convs: list[str], kind: str | None,
+    def __init__(self, history: "History", rx: regex.Pattern[str], convs: list[str], kind: str | None,
                  since: float | None, before: float | None, deadline: float, *, need: int | None = None,
                  oldest_first: bool = False) -> None:
-        self.vault, self.rx, self.convs, self.kind = vault, rx, convs, kind
+        self.history, self.rx, self.convs, self.kind = history, rx, convs, kind
         self.since, self.before, self.deadline = since, before, deadline
         self.need, self.oldest_first = need, oldest_first
         self.stopped_early = False
@@ -483,7 +483,7 @@ class _RegexScan:
         found_here = 0
         after: tuple[str, str] | None = None
         bound = self._page_bound()
-        while rows := self.vault.dag.by_time(conv, oldest_first=self.oldest_first, after=after):
+        while rows := self.history.dag.by_time(conv, oldest_first=self.oldest_first, after=after):
             after = (rows[-1].latest_at, rows[-1].id)
             for s in rows:
                 at = _ts(s.latest_at)
@@ -521,8 +521,8 @@ class _RegexScan:
         """
         from .indexing import _ts
 
-        catalog = self.vault.catalog
-        layout = self.vault.layout
+        catalog = self.history.catalog
+        layout = self.history.layout
         found_here = 0
         paths = [str(p) for (p,) in catalog.execute(
             "SELECT path FROM logs WHERE conv=? ORDER BY path " + ("ASC" if self.oldest_first else "DESC"), (conv,))]
@@ -589,30 +589,30 @@ class _RegexScan:
         from .errors import VaultLCMError
 
         try:
-            return self.vault.log.read_rows(rows)
+            return self.history.log.read_rows(rows)
         except VaultLCMError:  # a damaged entry is skipped (doctor names it), the rest is searched
             out = []
             for row in rows:
                 try:
-                    out.extend(self.vault.log.read_rows([row]))
+                    out.extend(self.history.log.read_rows([row]))
                 except VaultLCMError:
                     pass
             return out
 
 
 def _regex_grep(
-    vault: "Vault", pattern: str, kind: str | None, convs: list[str] | None, since: float | None,
+    history: "History", pattern: str, kind: str | None, convs: list[str] | None, since: float | None,
     before: float | None, limit: int, offset: int, sort: str, count: bool, view: ContextView | None,
 ) -> GrepResult:
-    deadline = time.monotonic() + vault.settings.regex_timeout_seconds
+    deadline = time.monotonic() + history.settings.regex_timeout_seconds
     rx = compile_regex(pattern)
-    names = convs or vault.conversations()
+    names = convs or history.conversations()
     for conv in names:
-        vault.sync(conv)
+        history.sync(conv)
     # Without counting, the scan may stop once the page is full: later files only hold
     # older messages (with several conversations, every one is scanned that far).
     need = None if count else offset + limit
-    scan = _RegexScan(vault, rx, names, kind, since, before, deadline, need=need, oldest_first=sort == "oldest")
+    scan = _RegexScan(history, rx, names, kind, since, before, deadline, need=need, oldest_first=sort == "oldest")
     hits, complete = scan.run()
     partial = not complete
     # Newest first is the scan's order and the default; "relevance" has no meaning for a regex.
@@ -626,7 +626,7 @@ def _regex_grep(
         counts = Counts(len(hits), n_msg, len(hits) - n_msg, per_day)
         return GrepResult([], len(hits), offset, limit, sort, partial=partial, counts=counts)
     page = hits[offset : offset + limit]
-    _place(vault, page, view)
+    _place(history, page, view)
     by_kind = {k: sum(1 for h in hits if h.kind == k) for k in ("message", "summary")}
     return GrepResult(page, len(hits), offset, limit, sort, partial=partial, by_kind=_plural(by_kind),
                       total_exact=not scan.stopped_early)

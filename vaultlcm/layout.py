@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import NotAVaultError, OutsideVaultError, StorageError
+from .errors import NotAVaultError, NotFoundError, OutsideVaultError, StorageError
 from .fsutil import atomic_write, read_file
 from .names import validate_conversation_name
 
@@ -172,6 +172,15 @@ class VaultLayout:
             p.name for p in self.conversations_dir.iterdir()
             if not p.name.startswith(".") and not p.is_symlink() and p.is_dir()
         )
+
+    def require_conversation(self, conversation: str) -> str:
+        """``conversation``'s checked name, when its folder exists; a :class:`NotFoundError` naming the
+        conversations there are otherwise."""
+        conv = validate_conversation_name(conversation)
+        if not self.conversation_dir(conv).is_dir():
+            known = ", ".join(self.conversations()) or "none yet"
+            raise NotFoundError(f"no conversation {conv!r} in {self.root} (conversations: {known})")
+        return conv
 
     def is_vault(self) -> bool:
         return self.settings_path.is_file()

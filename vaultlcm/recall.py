@@ -34,7 +34,7 @@ from .tokens import count_tokens
 
 if TYPE_CHECKING:
     from .dag import SummaryRow
-    from .vault import Vault
+    from .history import History
 
 SCOPES = ("messages", "summaries", "both")
 _STOP = frozenset(
@@ -108,7 +108,7 @@ class Ranked:
 
 
 def rank(
-    vault: "Vault",
+    history: "History",
     terms: list[str],
     *,
     conversations: list[str] | None,
@@ -127,7 +127,7 @@ def rank(
     """
     from .index.buffered import order_rows, tie_key
 
-    index = vault.indexer.ready()
+    index = history.indexer.ready()
     found: dict[str, Ranked] = {}
     queries = ([" ".join(terms)] if len(terms) > 1 else []) + list(terms)
     for n, q in enumerate(queries):
@@ -203,8 +203,8 @@ def _chunks(ids: list[str], size: int = 500) -> list[list[str]]:
 class Placer:
     """Resolves :class:`Placement` for many items, sharing the walk up the DAG."""
 
-    def __init__(self, vault: "Vault", view: ContextView | None = None) -> None:
-        self.vault = vault
+    def __init__(self, history: "History", view: ContextView | None = None) -> None:
+        self.history = history
         self.view: ContextView = view or TopLevelView()
         self._parent: dict[str, str | None] = {}
         self._depth: dict[str, int] = {}
@@ -214,7 +214,7 @@ class Placer:
         """Read what placing ``(id, kind)`` items needs in a few queries: the covering leaf of each
         message, then each level of the DAG above them at once (a query per item and level was
         most of placing a page of hits)."""
-        execute = self.vault.catalog.execute
+        execute = self.history.catalog.execute
         msgs = [i for i, kind in items if kind != "summary" and i not in self._covered]
         for chunk in _chunks(msgs):
             got = dict(execute(f"SELECT id, covered FROM messages WHERE id IN ({','.join('?' * len(chunk))})",
@@ -237,7 +237,7 @@ class Placer:
 
     def _up(self, summary_id: str) -> str | None:
         if summary_id not in self._parent:
-            rows = self.vault.catalog.execute("SELECT parent, depth FROM summaries WHERE id=?", (summary_id,))
+            rows = self.history.catalog.execute("SELECT parent, depth FROM summaries WHERE id=?", (summary_id,))
             parent = rows[0][0] if rows else None
             self._parent[summary_id] = parent if parent != "!invalid" else None
             if rows:
@@ -250,7 +250,7 @@ class Placer:
         elif item_id in self._covered:
             first = self._covered[item_id]
         else:
-            row = self.vault.catalog.get(item_id)
+            row = self.history.catalog.get(item_id)
             first = row.covered if row is not None else None
         chain: list[str] = []
         node = first
@@ -269,30 +269,30 @@ class Placer:
 # -- describe ---------------------------------------------------------------------
 
 
-def expand_cost(vault: "Vault", row: "SummaryRow") -> int:
+def expand_cost(history: "History", row: "SummaryRow") -> int:
     """Tokens of every raw message under a summary (what a full expand would return)."""
     if row.first_seq is None:
         return 0
-    [(total,)] = vault.catalog.execute(
+    [(total,)] = history.catalog.execute(
         "SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE conv=? AND seq BETWEEN ? AND ?",
         (row.conv, row.first_seq, row.last_seq),
     )
     return int(total)
 
 
-def describe(vault: "Vault", item_id: str) -> dict[str, Any]:
+def describe(history: "History", item_id: str) -> dict[str, Any]:
     """What ``item_id`` is: metadata, content, sources, placement and what expanding it costs."""
     kind = id_kind(item_id)
     if kind == "file":
-        return _describe_file(vault, item_id)
-    placement = Placer(vault).place(item_id, kind)
+        return _describe_file(history, item_id)
+    placement = Placer(history).place(item_id, kind)
     if kind == "summary":
-        row = vault._summary(item_id)
+        row = history.summary(item_id)
         sources = row.sources
         if row.kind == "leaf":
-            direct_cost = sum(r.tokens for r in vault.catalog.rows_by_ids(sources).values())
+            direct_cost = sum(r.tokens for r in history.catalog.rows_by_ids(sources).values())
         else:
-            direct_cost = sum(s.token_count for s in vault.dag.children(row.id))
+            direct_cost = sum(s.token_count for s in history.dag.children(row.id))
         return {
             "id": row.id,
             "kind": "summary",
@@ -313,10 +313,10 @@ def describe(vault: "Vault", item_id: str) -> dict[str, Any]:
             "human_owned": row.human_owned,
             "stale": bool(row.stale),
             "content": row.body,
-            "expand_cost_tokens": expand_cost(vault, row),
+            "expand_cost_tokens": expand_cost(history, row),
             "sources_cost_tokens": direct_cost,
         }
-    mrow, msg = vault.log.get(item_id)
+    mrow, msg = history.log.get(item_id)
     return {
         "id": mrow.id,
         "kind": "message",
@@ -338,10 +338,10 @@ def describe(vault: "Vault", item_id: str) -> dict[str, Any]:
     }
 
 
-def _describe_file(vault: "Vault", file_id: str) -> dict[str, Any]:
+def _describe_file(history: "History", file_id: str) -> dict[str, Any]:
     stem, _, ext = file_id.partition(".")
-    for conv in vault.conversations():
-        folder = vault.layout.files_dir(conv)
+    for conv in history.conversations():
+        folder = history.layout.files_dir(conv)
         if not folder.is_dir():
             continue
         # Exact names only (the id was checked): never a glob built from user input.
@@ -349,7 +349,7 @@ def _describe_file(vault: "Vault", file_id: str) -> dict[str, Any]:
         for p in found:
             data = p.read_bytes()
             info: dict[str, Any] = {
-                "id": p.stem, "kind": "file", "conversation": conv, "path": vault.layout.relative(p),
+                "id": p.stem, "kind": "file", "conversation": conv, "path": history.layout.relative(p),
                 "bytes": len(data), "extension": p.suffix.lstrip("."), "sources": [],
             }
             if p.suffix in (".txt", ".json", ".md"):

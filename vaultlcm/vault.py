@@ -7,6 +7,7 @@ LCM parts (compaction, assembly, recall) hang off it as they are built.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -34,6 +35,7 @@ from .settings import Settings, default_toml, load_settings
 from .upkeep import tidy
 
 if TYPE_CHECKING:
+    from .history import History
     from .recall import ContextView
     from .secrets import Redactor
     from .sync import VaultWatcher
@@ -336,11 +338,7 @@ class Vault:
         return self.layout.conversations()
 
     def require_conversation(self, conversation: str) -> str:
-        conv = validate_conversation_name(conversation)
-        if not self.layout.conversation_dir(conv).is_dir():
-            known = ", ".join(self.conversations()) or "none yet"
-            raise NotFoundError(f"no conversation {conv!r} in {self.root} (conversations: {known})")
-        return conv
+        return self.layout.require_conversation(conversation)
 
     def messages(self, conversation: str) -> list[Message]:
         """Every message of a conversation, in order, exactly as ingested."""
@@ -360,7 +358,7 @@ class Vault:
     def show(self, item_id: str) -> dict[str, Any]:
         """One message or summary, verbatim, as a JSON-ready dict."""
         if item_id.startswith("sum_"):
-            row = self._summary(item_id)
+            row = self.history.summary(item_id)
             return {
                 "kind": "summary",
                 "id": row.id,
@@ -372,15 +370,13 @@ class Vault:
         return {"kind": "message", "id": mrow.id, "conversation": mrow.conv, "seq": mrow.seq, "at": mrow.at,
                 "role": mrow.role, "path": mrow.path, "message": msg.to_native()}
 
-    def _summary(self, summary_id: str) -> Any:
-        row = self.dag.get(summary_id)
-        if row is None:
-            for conv in self.conversations():
-                self.sync(conv)
-            row = self.dag.get(summary_id)
-        if row is None:
-            raise NotFoundError(f"no summary with id {summary_id!r}; list summaries with `vaultlcm status` or `vaultlcm grep --scope summaries`")
-        return row
+    @functools.cached_property
+    def history(self) -> "History":
+        """The parts the recall commands read (:mod:`vaultlcm.history`)."""
+        from .history import History
+
+        return History(layout=self.layout, catalog=self.catalog, dag=self.dag, log=self.log, indexer=self.indexer,
+                       settings=self.settings, sync=self.sync, summarizer=lambda: self.compactor.summarizer)
 
     # -- derived state -----------------------------------------------------------
 
@@ -612,7 +608,7 @@ class Vault:
         t_since = parse_when(since, now) if isinstance(since, str) else since
         t_before = parse_when(before, now) if isinstance(before, str) else before
         result = grep(
-            self, pattern, conversation=conversation, regex_mode=regex, scope=scope, since=t_since,
+            self.history, pattern, conversation=conversation, regex_mode=regex, scope=scope, since=t_since,
             before=t_before, limit=limit, offset=offset, sort=sort, count=count, view=view,
         )
         if result.counts is None:
@@ -626,7 +622,7 @@ class Vault:
         """Metadata, content, sources and expansion cost of any id (message, summary or file)."""
         from .recall import describe
 
-        return describe(self, item_id)
+        return describe(self.history, item_id)
 
     def expand(
         self, item_id: str, *, max_tokens: int | None = None, depth: int | None = None,
@@ -636,13 +632,13 @@ class Vault:
         (matches of ``query`` first), or a message with its turn (or ``around`` neighbours)."""
         from .expand import expand
 
-        return expand(self, item_id, max_tokens=max_tokens, depth=depth, around=around, query=query)
+        return expand(self.history, item_id, max_tokens=max_tokens, depth=depth, around=around, query=query)
 
     def ask(self, question: str, *, conversation: str | None = None, max_tokens: int | None = None) -> dict[str, Any]:
         """Answer a question from expanded history (LLM when configured, ranked excerpts offline)."""
         from .ask import ask
 
-        return ask(self, question, conversation=conversation, max_tokens=max_tokens)
+        return ask(self.history, question, conversation=conversation, max_tokens=max_tokens)
 
     def reindex(self, progress: Callable[[int], None] | None = None, *, backend: str | None = None) -> dict[str, Any]:
         """Rebuild the catalog and the full-text index from the Markdown files.
