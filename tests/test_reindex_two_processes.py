@@ -181,7 +181,7 @@ def test_a_hung_child_is_killed_and_fails_the_reindex(vault: Path, monkeypatch: 
     monkeypatch.setattr(index_builder, "STALL_TIMEOUT_S", 2.0)
     frozen: list[int] = []
 
-    def progress(_n: int) -> None:
+    def progress(_done: int, _expected: int) -> None:
         if not frozen:  # SIGSTOP: the process lives on and does nothing, as a hung one does
             [pid] = _children(os.getpid())
             os.kill(pid, signal.SIGSTOP)
@@ -223,7 +223,7 @@ def test_the_child_runs_on_the_parents_sys_path(tmp_path: Path) -> None:
 def test_a_child_killed_mid_build_fails_the_reindex(vault: Path) -> None:
     killed: list[int] = []
 
-    def progress(_n: int) -> None:
+    def progress(_done: int, _expected: int) -> None:
         if not killed:  # the child reports progress as it indexes: kill it then
             [pid] = _children(os.getpid())
             os.kill(pid, signal.SIGKILL)

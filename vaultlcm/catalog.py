@@ -342,7 +342,7 @@ class Catalog:
         conversation's messages as the catalog has them (no batch released from
         ``pending``, no order restored by :meth:`_settle`).
         """
-        return self._message_count(conv) == stored and self._positions_stand(conv)
+        return self.count(conv) == stored and self._positions_stand(conv)
 
     def released_after_rebuild(self, conv: str, stored: int) -> list[str] | None:
         """After :meth:`rebuild_logs` yielded ``stored`` entries of ``conv`` as they came: the ids of the
@@ -351,13 +351,9 @@ class Catalog:
         an order was also restored (every position is then in doubt)."""
         released = [i for (i,) in self.execute(
             "SELECT q.id FROM reindex_queue q JOIN messages m ON m.id = q.id WHERE m.conv=?", (conv,))]
-        if stored + len(released) != self._message_count(conv) or not self._positions_stand(conv):
+        if stored + len(released) != self.count(conv) or not self._positions_stand(conv):
             return None
         return released
-
-    def _message_count(self, conv: str) -> int:
-        (count,), = self.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,))
-        return int(count)
 
     def _positions_stand(self, conv: str) -> bool:
         """Whether every message of ``conv`` sits at the position its writer gave it."""
@@ -771,7 +767,10 @@ class Catalog:
             out.extend(pick(r) for r in self.execute(sql.format(",".join("?" * len(chunk))), (*head, *chunk)))
         return out
 
-    def count(self, conv: str) -> int:
+    def count(self, conv: str | None = None) -> int:
+        """How many messages ``conv`` holds (every conversation's, without one)."""
+        if conv is None:
+            return int(self.execute("SELECT COUNT(*) FROM messages")[0][0])
         return int(self.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,))[0][0])
 
     def rows(self, conv: str, *, after: int = 0) -> list[MessageRow]:

@@ -480,16 +480,8 @@ def reindex(obj: Context, backend: str | None, as_json: bool, quiet: bool) -> No
     from .progress import progress_bar
 
     vault = obj.vault()
-    total = vault.catalog.execute("SELECT COUNT(*) FROM messages")[0][0] + vault.catalog.execute("SELECT COUNT(*) FROM summaries")[0][0]
     with progress_bar("Indexing", quiet=quiet) as bar:
-        done = [0]
-
-        def step(n: int) -> None:
-            done[0] += n
-            if bar is not None:
-                bar(done[0], max(total, done[0]))
-
-        result = vault.reindex(progress=step, backend=backend)
+        result = vault.reindex(progress=bar, backend=backend)
     if as_json:
         _echo_json(result)
         return

@@ -865,6 +865,10 @@ class Dag:
             "gen_hash<>body_hash OR level='truncated' OR summarizer LIKE '%fallback%') ORDER BY depth, first_seq, id",
             (conv,))]
 
+    def total(self) -> int:
+        """How many summaries the catalog holds, in every conversation."""
+        return int(self.catalog.execute("SELECT COUNT(*) FROM summaries")[0][0])
+
     def counts(self, conv: str) -> tuple[int, int | None]:
         """How many summaries ``conv`` has and the deepest one's depth (one aggregate query, no rows read)."""
         [(n, depth)] = self.catalog.execute("SELECT COUNT(*), MAX(depth) FROM summaries WHERE conv=?", (conv,))

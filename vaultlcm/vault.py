@@ -640,12 +640,15 @@ class Vault:
 
         return ask(self.history, question, conversation=conversation, max_tokens=max_tokens)
 
-    def reindex(self, progress: Callable[[int], None] | None = None, *, backend: str | None = None) -> dict[str, Any]:
+    def reindex(self, progress: Callable[[int, int], None] | None = None, *,
+                backend: str | None = None) -> dict[str, Any]:
         """Rebuild the catalog and the full-text index from the Markdown files.
 
-        ``backend`` ("whoosh" or "tantivy") switches the index to that backend: the
-        index is rebuilt with it, then the choice is recorded as ``index_backend`` in
-        ``vaultlcm.toml`` so every later process uses it.
+        ``progress(done, expected)`` is called as documents are indexed; ``expected`` is
+        what the catalog held before (at least ``done``). ``backend`` ("whoosh" or
+        "tantivy") switches the index to that backend: the index is rebuilt with it, then
+        the choice is recorded as ``index_backend`` in ``vaultlcm.toml`` so every later
+        process uses it.
         """
         from .settings import ENV_PREFIX, write_setting
 
@@ -660,15 +663,23 @@ class Vault:
                     f"the environment variable {ENV_PREFIX}INDEX_BACKEND={env} overrides vaultlcm.toml, so a switch "
                     f"to {backend} would not last; unset it (or set it to {backend}) and run the command again")
             self._require_writable("switch the index backend")
+        step: Callable[[int], None] | None = None
+        if progress is not None:
+            report, expected, done = progress, self.catalog.count() + self.dag.total(), 0
+
+            def step(n: int) -> None:
+                nonlocal done
+                done += n
+                report(done, max(expected, done))
+
         self.catalog.reset()
         self._fully_synced.clear()
         # The index is built as the catalog reads the logs (each parsed once for both), then each
         # conversation is synced as usual (its notes, the DAG) and its summaries indexed.
-        count = self.indexer.rebuild(progress=progress, backend=backend, logs_read=False)
+        count = self.indexer.rebuild(progress=step, backend=backend, logs_read=False)
         out: dict[str, Any] = {
             "documents": count, "conversations": len(self.conversations()),
-            "messages": self.catalog.execute("SELECT COUNT(*) FROM messages")[0][0],
-            "summaries": self.catalog.execute("SELECT COUNT(*) FROM summaries")[0][0],
+            "messages": self.catalog.count(), "summaries": self.dag.total(),
             "backend": backend or self.settings.index_backend,
         }
         if backend is not None:
