@@ -202,8 +202,12 @@ def test_subagent_spawn_rollback_and_result(tmp_path: Path) -> None:
         msg = eng.vault.get_message(mid)
         assert "src/pay.py:88" in msg.text and msg.extra["subagent"] == handle.conversation
         other = eng.prepare_subagent_spawn("never runs")
+        other.engine.ingest({"role": "assistant", "content": "started, then the spawn failed"})
+        assert eng.vault.catalog.count(other.conversation) >= 1
         other.rollback()
         assert not eng.vault.layout.conversation_dir(other.conversation).exists()
+        assert eng.vault.catalog.count(other.conversation) == 0
+        assert other.conversation not in [c["conversation"] for c in eng.vault.status()["conversations"]]
         assert handle.conversation in eng.vault.conversations()
 
 

@@ -265,6 +265,14 @@ class Catalog:
             db.execute("DELETE FROM meta WHERE key<>'schema'")
             db.execute("INSERT INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
 
+    def forget_conversation(self, conv: str) -> None:
+        """Forget what was derived from ``conv``'s messages and logs (its folder was removed)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM reindex_queue WHERE id IN (SELECT id FROM messages WHERE conv=?)", (conv,))
+            for table in ("messages", "links", "pending", "payload_refs", "logs", "log_stats"):
+                db.execute(f"DELETE FROM {table} WHERE conv=?", (conv,))
+            db.execute("DELETE FROM meta WHERE key=?", (f"logs_dir_mtime:{conv}",))
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:

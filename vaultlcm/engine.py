@@ -68,8 +68,7 @@ class SubagentHandle:
         folder = self.parent.vault.layout.conversation_dir(self.conversation)
         if folder.is_dir():
             shutil.rmtree(folder)
-        self.parent.vault.catalog.execute("DELETE FROM messages WHERE conv=?", (self.conversation,))
-        self.parent.vault.catalog.execute("DELETE FROM logs WHERE conv=?", (self.conversation,))
+        self.parent.vault.catalog.forget_conversation(self.conversation)
 
 
 class Engine:
