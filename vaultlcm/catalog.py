@@ -781,6 +781,26 @@ class Catalog:
             return int(self.execute("SELECT COUNT(*) FROM messages")[0][0])
         return int(self.execute("SELECT COUNT(*) FROM messages WHERE conv=?", (conv,))[0][0])
 
+    def ids_between(self, conv: str, lo: int, hi: int) -> list[str]:
+        """Ids of ``conv``'s messages at positions ``lo`` to ``hi`` (both included), in order."""
+        return [str(i) for (i,) in self.execute(
+            "SELECT id FROM messages WHERE conv=? AND seq BETWEEN ? AND ? ORDER BY seq", (conv, lo, hi))]
+
+    def tokens_between(self, conv: str, lo: int, hi: int) -> int:
+        """Tokens of ``conv``'s messages at positions ``lo`` to ``hi`` (both included)."""
+        [(total,)] = self.execute("SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE conv=? AND seq BETWEEN ? AND ?",
+                                  (conv, lo, hi))
+        return int(total)
+
+    def covering(self, ids: list[str]) -> dict[str, str | None]:
+        """The leaf summary covering each message of ``ids`` the catalog holds (None: not summarized yet)."""
+        return dict(self._in("SELECT id, covered FROM messages WHERE id IN ({})", ids, lambda r: (r[0], r[1])))
+
+    def log_paths(self, conv: str, *, newest_first: bool = False) -> list[str]:
+        """Vault-relative paths of ``conv``'s daily logs the catalog knows, by day."""
+        order = "DESC" if newest_first else "ASC"
+        return [str(p) for (p,) in self.execute(f"SELECT path FROM logs WHERE conv=? ORDER BY path {order}", (conv,))]
+
     def rows(self, conv: str, *, after: int = 0) -> list[MessageRow]:
         """Messages of ``conv`` in conversation order (optionally only those past position ``after``)."""
         return [MessageRow(*r) for r in

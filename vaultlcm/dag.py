@@ -828,6 +828,26 @@ class Dag:
         rows = self._rows("id=?", (summary_id,))
         return rows[0] if rows else None
 
+    def parents(self, ids: list[str]) -> dict[str, tuple[str | None, int]]:
+        """``(parent, depth)`` of each summary of ``ids`` the catalog holds; the parent is None for a
+        top-level node or an invalid note's."""
+        out: dict[str, tuple[str | None, int]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            for sid, parent, depth in self.catalog.execute(
+                    f"SELECT id, parent, depth FROM summaries WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                out[str(sid)] = (None if parent in (None, "!invalid") else str(parent), int(depth))
+        return out
+
+    def bodies(self, ids: list[str]) -> dict[str, str]:
+        """The body of each summary of ``ids`` the catalog holds."""
+        out: dict[str, str] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            out.update((str(sid), str(body)) for sid, body in self.catalog.execute(
+                f"SELECT id, body FROM summaries WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+        return out
+
     def all(self, conv: str, *, bodies: bool = True) -> list[SummaryRow]:
         """Every summary of ``conv``; ``bodies=False`` leaves ``body`` empty (cheap over many notes)."""
         if bodies:

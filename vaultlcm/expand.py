@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
+from .messages import epoch_seconds
 from .recall import id_kind, keywords, rank
 from .tokens import count_tokens, truncate_to_tokens
 
@@ -140,8 +141,7 @@ def _messages_out(history: "History", rows: list["MessageRow"], filler: _Filler)
 
 def _rows_between(history: "History", conv: str, lo: int, hi: int) -> list["MessageRow"]:
     """Messages of ``conv`` with ``lo <= seq <= hi``, in order."""
-    ids = [r[0] for r in history.catalog.execute(
-        "SELECT id FROM messages WHERE conv=? AND seq BETWEEN ? AND ? ORDER BY seq", (conv, lo, hi))]
+    ids = history.catalog.ids_between(conv, lo, hi)
     by_id = history.catalog.rows_by_ids(ids)
     return [by_id[i] for i in ids if i in by_id]
 
@@ -237,14 +237,12 @@ def _summary_out(s: "SummaryRow", text: str) -> dict[str, Any]:
 
 def _matches(history: "History", root: "SummaryRow", query: str, wanted: set[str]) -> list[str]:
     """Messages of ``wanted`` (under ``root``) ranked by ``query``, best first."""
-    from .indexing import _ts
-
     history.sync(root.conv)
     history.indexer.ready()
     history.indexer.follow(root.conv)
     terms = keywords(query) or [query]
     ranked = rank(history, terms, conversations=[root.conv], kind="message",
-                  since=_ts(root.earliest_at), before=_ts(root.latest_at) + 1.0, per_term=200)
+                  since=epoch_seconds(root.earliest_at), before=epoch_seconds(root.latest_at) + 1.0, per_term=200)
     return [r.id for r in ranked if r.id in wanted]
 
 

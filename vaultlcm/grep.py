@@ -52,6 +52,7 @@ from .errors import UsageError
 from .fsutil import read_file
 from .index.base import SORTS
 from .index.buffered import day_of
+from .messages import epoch_seconds
 from .ranking import RERANK, interleave, plan_page, rank_summaries, ranked_page
 from .recall import ContextView, Placer, iso_time, scope_kind
 
@@ -337,20 +338,11 @@ def _mixed(history: "History", index: Any, pattern: str, offset: int, limit: int
             # No snippets from the index: it would cut one from each of these long notes, and only
             # the page's few are shown, cut around their best line.
             head = index.search(pattern, limit=max(end, RERANK), snippets=False, **{**where, "kind": "summary"})
-            bodies = _summary_bodies(history, [h.id for h in head[:RERANK]])
+            bodies = history.dag.bodies([h.id for h in head[:RERANK]])
             ranked = rank_summaries(head, [bodies.get(h.id) for h in head[:RERANK]], pq)[plan.summary_start:end]
-            bodies.update(_summary_bodies(history, [r.hit.id for r in ranked if r.hit.id not in bodies]))
+            bodies.update(history.dag.bodies([r.hit.id for r in ranked if r.hit.id not in bodies]))
             sums = ranked_page(ranked, bodies, pq)
     return interleave(plan, msgs, sums)
-
-
-def _summary_bodies(history: "History", ids: list[str]) -> dict[str, str]:
-    """The body of each summary of ``ids`` that the catalog holds, in one query."""
-    if not ids:
-        return {}
-    rows = history.catalog.execute(f"SELECT id, body FROM summaries WHERE id IN ({','.join('?' * len(ids))})",
-                                 tuple(ids))
-    return {str(i): str(body) for i, body in rows}
 
 
 def _labels(pattern: str) -> tuple[str, ...]:
@@ -478,15 +470,13 @@ class _RegexScan:
     def _summaries(self, conv: str) -> None:
         """Summaries newest first (oldest, with that sort), a page at a time: with a page to fill,
         only as many are read as it takes."""
-        from .indexing import _ts
-
         found_here = 0
         after: tuple[str, str] | None = None
         bound = self._page_bound()
         while rows := self.history.dag.by_time(conv, oldest_first=self.oldest_first, after=after):
             after = (rows[-1].latest_at, rows[-1].id)
             for s in rows:
-                at = _ts(s.latest_at)
+                at = epoch_seconds(s.latest_at)
                 if bound is not None and (at > bound if self.oldest_first else at < bound):
                     # Older (newer) than a full page of hits already found: no summary from here on
                     # can be on the page.
@@ -519,13 +509,10 @@ class _RegexScan:
         checked, so nothing is missed. The scan stops once it has ``need`` hits: the
         files not read hold only older messages.
         """
-        from .indexing import _ts
-
         catalog = self.history.catalog
         layout = self.history.layout
         found_here = 0
-        paths = [str(p) for (p,) in catalog.execute(
-            "SELECT path FROM logs WHERE conv=? ORDER BY path " + ("ASC" if self.oldest_first else "DESC"), (conv,))]
+        paths = catalog.log_paths(conv, newest_first=not self.oldest_first)
         checked: set[str] = set()  # folders already checked to hold no symlink on the way from the root
         windowed = self.since is not None or self.before is not None
         for rel in paths:
@@ -543,14 +530,14 @@ class _RegexScan:
                 continue
             candidates = self._file_candidates(data.decode("utf-8", errors="replace"))
             rows = [r for r in catalog.rows_by_ids(sorted(candidates)).values()
-                    if r.conv == conv and _in_window(_ts(r.at), self.since, self.before)]
+                    if r.conv == conv and _in_window(epoch_seconds(r.at), self.since, self.before)]
             rows.sort(key=lambda r: (r.at, r.seq), reverse=not self.oldest_first)
             step = _READ_BATCH if self.need is None else max(8, min(_READ_BATCH, self.need))
             for i in range(0, len(rows), step):
                 for row, msg in self._readable(rows[i : i + step]):
                     text = msg.searchable_text()
                     if m := self._search(text):
-                        self._add(Hit(row.id, "message", conv, snip(text, m.start(), m.end()), _ts(row.at), 0.0,
+                        self._add(Hit(row.id, "message", conv, snip(text, m.start(), m.end()), epoch_seconds(row.at), 0.0,
                                       role=row.role, seq=row.seq))
                         found_here += 1
                 if self.need is not None and found_here >= self.need:

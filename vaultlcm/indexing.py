@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from .errors import IndexError_, VaultLCMError
 from .fsutil import atomic_write
 from .index import IndexDoc, IndexUnavailable, SearchIndex, open_index
-from .messages import Message, parse_timestamp
+from .messages import Message, epoch_seconds, parse_timestamp
 
 if TYPE_CHECKING:
     from .catalog import Catalog, MessageRow
@@ -70,10 +70,6 @@ _QUEUE_PARTS = ("index_summaries", "index_summary_queue", "index_summary_queue_i
 BULK_CATCH_UP = 2000
 
 
-def _ts(text: str) -> float:
-    return parse_timestamp(text).timestamp()
-
-
 def message_doc(row: "MessageRow", msg: Message) -> IndexDoc:
     return _message_doc(row.id, row.conv, row.at, row.role, row.hash, row.seq, msg)
 
@@ -83,7 +79,7 @@ def _message_doc(msg_id: str, conv: str, at: str, role: str, content_hash: str, 
     ids = " ".join([*msg.tool_call_ids, *msg.tool_result_ids])
     text = msg.searchable_text() + ("\n" + ids if ids else "")
     return IndexDoc(
-        id=msg_id, kind="message", conversation=conv, text=text, at=_ts(at),
+        id=msg_id, kind="message", conversation=conv, text=text, at=epoch_seconds(at),
         role=role, depth=-1, content_hash=content_hash, seq=seq,
     )
 
@@ -105,7 +101,7 @@ class _PositionsMoved(IndexError_):
 
 def summary_doc(row: "SummaryRow") -> IndexDoc:
     return IndexDoc(
-        id=row.id, kind="summary", conversation=row.conv, text=row.body, at=_ts(row.latest_at),
+        id=row.id, kind="summary", conversation=row.conv, text=row.body, at=epoch_seconds(row.latest_at),
         role="", depth=row.depth, content_hash=row.body_hash, seq=row.last_seq or 0,
     )
 

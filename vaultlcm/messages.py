@@ -223,6 +223,11 @@ def validate_block(block: Any, *, where: str, fail: Any) -> None:
         raise fail(f"{where}: an image block needs base64 'data' or a 'url'")
 
 
+def epoch_seconds(value: str) -> float:
+    """An ISO-8601 timestamp (as the catalog and the notes store them) in seconds since the epoch."""
+    return parse_timestamp(value).timestamp()
+
+
 def parse_timestamp(value: str, *, source: str | None = None, line: int | None = None) -> datetime:
     """Parse an ISO-8601 timestamp to an aware UTC datetime (naive means UTC)."""
     text = value.strip()

@@ -214,34 +214,28 @@ class Placer:
         """Read what placing ``(id, kind)`` items needs in a few queries: the covering leaf of each
         message, then each level of the DAG above them at once (a query per item and level was
         most of placing a page of hits)."""
-        execute = self.history.catalog.execute
         msgs = [i for i, kind in items if kind != "summary" and i not in self._covered]
         for chunk in _chunks(msgs):
-            got = dict(execute(f"SELECT id, covered FROM messages WHERE id IN ({','.join('?' * len(chunk))})",
-                               tuple(chunk)))
+            got = self.history.catalog.covering(chunk)
             self._covered.update({i: got.get(i) for i in chunk})
         level = {i for i, kind in items if kind == "summary"} | {self._covered.get(i) for i in msgs}
         while level := {i for i in level if i and i not in self._parent}:
             found: dict[str, tuple[str | None, int]] = {}
             for chunk in _chunks(sorted(level)):
-                for sid, parent, depth in execute(
-                        f"SELECT id, parent, depth FROM summaries WHERE id IN ({','.join('?' * len(chunk))})",
-                        tuple(chunk)):
-                    found[sid] = (parent, int(depth))
+                found.update(self.history.dag.parents(chunk))
             for sid in level:
                 parent, depth = found.get(sid, (None, None))
-                self._parent[sid] = parent if parent != "!invalid" else None
+                self._parent[sid] = parent
                 if depth is not None:
                     self._depth[sid] = depth
             level = {self._parent[sid] for sid in level}  # type: ignore[misc]
 
     def _up(self, summary_id: str) -> str | None:
         if summary_id not in self._parent:
-            rows = self.history.catalog.execute("SELECT parent, depth FROM summaries WHERE id=?", (summary_id,))
-            parent = rows[0][0] if rows else None
-            self._parent[summary_id] = parent if parent != "!invalid" else None
-            if rows:
-                self._depth[summary_id] = int(rows[0][1])
+            found = self.history.dag.parents([summary_id]).get(summary_id)
+            self._parent[summary_id] = found[0] if found else None
+            if found:
+                self._depth[summary_id] = found[1]
         return self._parent[summary_id]
 
     def place(self, item_id: str, kind: str) -> Placement:
@@ -271,13 +265,9 @@ class Placer:
 
 def expand_cost(history: "History", row: "SummaryRow") -> int:
     """Tokens of every raw message under a summary (what a full expand would return)."""
-    if row.first_seq is None:
+    if row.first_seq is None or row.last_seq is None:
         return 0
-    [(total,)] = history.catalog.execute(
-        "SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE conv=? AND seq BETWEEN ? AND ?",
-        (row.conv, row.first_seq, row.last_seq),
-    )
-    return int(total)
+    return history.catalog.tokens_between(row.conv, row.first_seq, row.last_seq)
 
 
 def describe(history: "History", item_id: str) -> dict[str, Any]:
