@@ -37,7 +37,8 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         ctx = click.get_current_context(silent=True)
-        debug = bool(ctx and isinstance(ctx.find_object(Context), Context) and ctx.find_object(Context).debug)
+        found = ctx.find_object(Context) if ctx else None
+        debug = bool(found is not None and found.debug)
         try:
             return func(*args, **kwargs)
         except BrokenPipeError:

@@ -260,7 +260,7 @@ def _expand_summary(history: "History", item_id: str, cap: int, depth: int | Non
     summaries_out: list[dict[str, Any]] = []
     if stopped:
         if matched:  # the summaries holding the best matches first
-            holder = {}
+            holder: dict[str, str] = {}
             for s in stopped:
                 for mid in _descend(history, s, None)[0]:
                     holder.setdefault(mid, s.id)

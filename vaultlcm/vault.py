@@ -264,7 +264,7 @@ class Vault:
             out.update((k, v) for k, v in self.catalog.execute(q, (conv, *chunk)))
         return out
 
-    def _derived(self, update: Callable[[], None]) -> None:
+    def _derived(self, update: Callable[[], object]) -> None:
         """Update derived files (the home note) after a write that has already succeeded.
 
         A failure here (a full disk) must not turn a durable ingest into an error:

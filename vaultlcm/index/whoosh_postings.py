@@ -95,8 +95,10 @@ class _Segment:
         wanted = docs.difference(known)
         if wanted:
             m = self._matcher(self.field, term)
-            decode = m.format.decoder("positions") if m is not None else None
-            while m is not None and m.is_active() and wanted:
+            if m is None:
+                return {d: known[d] for d in docs if d in known}
+            decode = m.format.decoder("positions")
+            while m.is_active() and wanted:
                 ids = _block(m, "ids")
                 if wanted.intersection(ids):
                     values = _block(m, "values")
