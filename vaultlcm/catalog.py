@@ -879,6 +879,14 @@ class Catalog:
         return {str(n): str(p) for n, p in self.execute(
             "SELECT name, MIN(path) FROM payload_refs WHERE conv=? GROUP BY name", (conv,))}
 
+    # -- summarizer failures (recorded by compaction, reported by doctor) ------------------
+
+    def failure_count(self, conv: str) -> int:
+        return int(self.execute("SELECT COUNT(*) FROM failures WHERE conv=?", (conv,))[0][0])
+
+    def clear_failures(self, conv: str) -> None:
+        self.execute("DELETE FROM failures WHERE conv=?", (conv,))
+
     # -- token costs of rendered summaries (a cache shared by every process) ----------------
 
     def summary_cost(self, summary_id: str, key: str) -> int | None:

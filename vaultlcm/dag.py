@@ -937,8 +937,27 @@ class Dag:
         return [r[0] for r in rows], sum(int(r[1]) for r in rows)
 
     def problems(self, conv: str | None = None) -> list[DagProblem]:
-        sql = "SELECT path, kind, detail FROM problems" + (" WHERE conv=?" if conv else "") + " ORDER BY path"
+        """What the last syncs found wrong with ``conv``'s files (every conversation's, without one), by path."""
+        sql = "SELECT path, kind, detail FROM problems" + (" WHERE conv=?" if conv else "") + " ORDER BY path, detail"
         return [DagProblem(*r) for r in self.catalog.execute(sql, (conv,) if conv else ())]
+
+    def problem_paths(self, kind: str) -> set[str]:
+        """Vault-relative paths with a problem of ``kind``, in every conversation."""
+        return {str(p) for (p,) in self.catalog.execute("SELECT DISTINCT path FROM problems WHERE kind=?", (kind,))}
+
+    def clear_problems(self, conv: str, kind: str) -> None:
+        """Forget ``conv``'s problems of ``kind`` (a repair dealt with them)."""
+        self.catalog.execute("DELETE FROM problems WHERE conv=? AND kind=?", (conv, kind))
+
+    def edited_note_paths(self) -> set[str]:
+        """Summary notes whose body is no longer the one the engine wrote (a person or a merge changed it)."""
+        return {str(p) for (p,) in self.catalog.execute("SELECT path FROM summaries WHERE gen_hash<>body_hash")}
+
+    def dropped_by_people(self, conv: str) -> list[tuple[str, str]]:
+        """``(id, kind)`` of ``conv``'s summaries set aside as ``superseded`` or ``emptied`` by a person's edit."""
+        return [(str(sid), str(kind)) for sid, kind in self.catalog.execute(
+            "SELECT s.id, p.kind FROM problems p JOIN summaries s ON s.path = p.path "
+            "WHERE p.conv=? AND p.kind IN ('superseded', 'emptied') AND s.parent='!invalid'", (conv,))]
 
     def active(self, conv: str) -> list[ActiveItem]:
         """The active context of ``conv``: root summaries and uncovered messages, in order."""

@@ -123,8 +123,8 @@ class Doctor:
         self._walked = None  # files may have changed since the last look (a fix)
         for conv in self.conversations():
             self.resync(conv)
-        for path, _conv, kind, detail in self.catalog.execute(
-                "SELECT path, conv, kind, detail FROM problems ORDER BY path, detail"):
+        for problem in self.dag.problems():
+            path, kind, detail = problem.path, problem.kind, problem.detail
             label = _LABELS.get(kind, kind)
             if "cycle" in detail or "not below" in detail:
                 label = "cycle"
@@ -146,11 +146,10 @@ class Doctor:
                 report.notes.append(Finding(
                     "home_missing", f"{rel}: the home note is missing (it is derived and kept out of git, so a fresh "
                     "clone has none); `doctor --fix` or the next ingest or compaction writes it", rel, True))
-            for (n,) in self.catalog.execute("SELECT COUNT(*) FROM failures WHERE conv=?", (conv,)):
-                if n:
-                    report.warnings.append(Finding(
-                        "provider_failure", f"{conv}: compaction failed {n} time(s) with the summarizer; "
-                        "the messages stay uncovered until it works", None))
+            if n := self.catalog.failure_count(conv):
+                report.warnings.append(Finding(
+                    "provider_failure", f"{conv}: compaction failed {n} time(s) with the summarizer; "
+                    "the messages stay uncovered until it works", None))
         self._unsafe_entries(report)
         self._conflicts(report)
         for tmp in self._temp_files():
@@ -213,7 +212,7 @@ class Doctor:
 
     def _unsafe_entries(self, report: DoctorReport) -> None:
         """Symlinks and special files anywhere under conversations/ (never followed, never read)."""
-        seen = {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='unsafe_note'")}
+        seen = self.dag.problem_paths("unsafe_note")
         for rel, kind in self._walk():
             if rel in seen:
                 continue
@@ -274,8 +273,7 @@ class Doctor:
         """
         candidates: set[str] = {self.layout.relative(self.layout.home_note(c)) for c in self.conversations()}
         candidates.add(INDEX_NOTE)
-        candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='invalid'")}
-        candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM summaries WHERE gen_hash<>body_hash")}
+        candidates |= self.dag.problem_paths("invalid") | self.dag.edited_note_paths()
         for rel, path, text in self._conflicted(candidates):
             home = self._is_home(path)
             engine_only = not home and resolve_note_conflict(text) is not None
@@ -301,8 +299,7 @@ class Doctor:
         done = []
         for conv in self.conversations():
             self.resync(conv)  # a merge may have happened since the catalog last looked
-        candidates = {p for (p,) in self.catalog.execute("SELECT path FROM problems WHERE kind='invalid'")}
-        candidates |= {p for (p,) in self.catalog.execute("SELECT path FROM summaries WHERE gen_hash<>body_hash")}
+        candidates = self.dag.problem_paths("invalid") | self.dag.edited_note_paths()
         for rel, path, text in self._conflicted(candidates):
             kept = None if self._is_home(path) else resolve_note_conflict(text)
             if kept is not None and atomic_write(self.layout.inside(path), kept.encode("utf-8")):
@@ -369,7 +366,7 @@ class Doctor:
         for rel, parsed in self.catalog.torn_logs():
             truncate(layout.inside(layout.root / rel), parsed)
             done.append(f"truncated the torn tail of {rel}")
-        for (rel,) in self.catalog.execute("SELECT DISTINCT path FROM problems WHERE kind='no_final_newline'"):
+        for rel in sorted(self.dag.problem_paths("no_final_newline")):
             if self.log.fix_final_newline(rel):
                 done.append(f"added the missing final newline of {rel}")
         self._walked = None  # the repairs above may have moved files
@@ -394,8 +391,8 @@ class Doctor:
         for conv in self.conversations():
             done += tidy(self.dag, conv)
             done += self._resummarize(conv)
-            self.catalog.execute("DELETE FROM problems WHERE conv=? AND kind='log_edit'", (conv,))
-            self.catalog.execute("DELETE FROM failures WHERE conv=?", (conv,))
+            self.dag.clear_problems(conv, "log_edit")
+            self.catalog.clear_failures(conv)
         done += [f"regenerated {rel}" for rel in self.refresh_views()]  # home notes and the index note
         index = self.indexer.ready()
         drift = self.indexer.drift()

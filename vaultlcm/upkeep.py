@@ -57,10 +57,7 @@ def tidy(dag: "Dag", conv: str) -> list[str]:
 
 def _prune(dag: "Dag", conv: str) -> list[str]:
     done: list[str] = []
-    found = dag.catalog.execute(
-        "SELECT s.id, p.kind FROM problems p JOIN summaries s ON s.path = p.path "
-        "WHERE p.conv=? AND p.kind IN ('superseded', 'emptied') AND s.parent='!invalid'", (conv,))
-    for sid, kind in found:
+    for sid, kind in dag.dropped_by_people(conv):
         row = dag.get(sid)
         if row is None or row.human_owned:
             continue
