@@ -46,7 +46,7 @@ from whoosh.matching.wrappers import RequireMatcher
 
 from ..procs import bind_forked_children, die_with_parent
 from ..errors import IndexError_
-from .base import Filters, IndexDoc, MatchCount
+from .base import Filters, Forget, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
 from .whoosh_postings import evaluate
 from .whoosh_postings import supported as postings_supported
@@ -262,7 +262,8 @@ class WhooshIndex(BufferedIndex):
                 w.cancel()
             raise
 
-    def _n_rebuild(self, docs: Iterator[IndexDoc]) -> None:
+    def _n_rebuild(self, docs: Iterator[IndexDoc | Forget]) -> None:
+        # forgets_in_rebuild is False: BufferedIndex.rebuild refuses Forget items before they reach here.
         self._abort_merge()
         procs = self.rebuild_procs
         if procs > 1:
@@ -273,6 +274,7 @@ class WhooshIndex(BufferedIndex):
         n = 0
         try:
             for d in docs:
+                assert not isinstance(d, Forget)
                 w.add_document(**_fields(d))
                 n += 1
         except BaseException:
