@@ -380,16 +380,27 @@ class Dag:
             here, rel_here, top = stack.pop()
             try:
                 with os.scandir(here) as it:
-                    entries = sorted(it, key=lambda e: e.name)
+                    entries = list(it)
                 folders[rel_here] = _listing(Path(here), home) if top else os.stat(here).st_mtime_ns
             except (FileNotFoundError, NotADirectoryError):
                 continue
             subdirs = []
+            prefix = rel_here + "/"
             for e in entries:
                 name = e.name
                 if name.startswith("."):
                     continue
-                rel = f"{rel_here}/{name}"
+                rel = prefix + name
+                if not top and name.endswith(".md") and e.is_file(follow_symlinks=False):
+                    # The common case, a regular note (known from the listing's file type, no stat): what the
+                    # branches below would find, with a third of the calls (a full check at 1M messages
+                    # looks at 97k notes).
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    notes[rel] = (e.path, st.st_size, st.st_mtime_ns)
+                    continue
                 try:
                     is_dir = e.is_dir()  # follows a symlink, as os.walk does: a symlinked folder is skipped below
                 except OSError:  # a symlink loop (ELOOP): not a folder, refused below like any symlink
@@ -411,7 +422,8 @@ class Dag:
                     except FileNotFoundError:
                         continue
                     notes[rel] = (e.path, st.st_size, st.st_mtime_ns)  # a Path only for the notes read
-            stack.extend(reversed(subdirs))
+            stack.extend(sorted(subdirs, reverse=True))  # folders in name order (notes are sorted by the caller)
+        refused.sort()
         return notes, refused, folders
 
     def sync(self, conv: str, *, full: bool = False) -> SyncReport:
@@ -439,7 +451,7 @@ class Dag:
         known = {r[0]: r for r in self.catalog.execute(
             "SELECT path, size, mtime_ns, summary_id FROM note_files WHERE conv=?", (conv,))}
         reread: set[str] = set()
-        for rel in set(known) - set(on_disk):
+        for rel in sorted(set(known) - set(on_disk)):
             sid = known[rel][3]
             with self.catalog.transaction() as db:
                 db.execute("DELETE FROM note_files WHERE path=?", (rel,))
@@ -450,10 +462,12 @@ class Dag:
                     reread.update(p for (p,) in db.execute("SELECT path FROM note_files WHERE summary_id=?", (sid,)))
                     _bump(db, conv)
             report.changed += 1
-        for rel, (path, size, mtime_ns) in sorted(on_disk.items()):
-            row = known.get(rel)
-            if rel not in reread and row is not None and row[1] == size and row[2] == mtime_ns:
-                continue
+        # Only the notes whose size or mtime moved (or that a removed copy hands over) are looked at, in
+        # path order: at 1M messages a full check compares 97k notes, nearly all unchanged.
+        changed = [rel for rel, (_path, size, mtime_ns) in on_disk.items()
+                   if (row := known.get(rel)) is None or row[1] != size or row[2] != mtime_ns]
+        for rel in sorted(reread.intersection(on_disk).union(changed)):
+            path, size, mtime_ns = on_disk[rel]
             report.changed += 1
             self._read_note(conv, rel, Path(path), size, mtime_ns, expected=rel.startswith(summaries_dir))
         if report.changed:
@@ -679,30 +693,38 @@ class Dag:
         if not seen:
             return
         folders: dict[str, int | str] = json.loads(seen)
-        known: dict[str, set[str]] = {}
-        for (rel,) in self.catalog.execute("SELECT path FROM note_files WHERE conv=?", (conv,)):
-            head, _, name = rel.rpartition("/")
-            known.setdefault(head, set()).add(name)
         fresh: dict[str, int | str] = {}
         for rel, stamp in folders.items():
             try:
                 now = self._stamp_now(rel, stamp)  # an mtime before the listing: a later change moves it past this
                 if now != stamp and (isinstance(stamp, str) or not self._only_known_notes(
-                        self.layout.root / rel, rel, known.get(rel, set()), folders)):
+                        self.layout.root / rel, rel, self._known_names(conv, rel), folders)):
                     return
             except OSError:
                 return
             fresh[rel] = now
         self.catalog.set_meta(key, json.dumps(fresh, sort_keys=True))
 
+    def _known_names(self, conv: str, rel: str) -> list[str]:
+        """The names of the notes the catalog knows directly in folder ``rel``, sorted.
+
+        A range of the path index (every path below ``rel/`` sorts before ``rel0``), the names cut out by
+        SQLite: a folder of 97k notes (1M messages) costs one pass in C, not a split and a set insert per
+        note in Python. Paths sort as their UTF-8 bytes, which is the order of their code points.
+        """
+        start = len(rel) + 2  # substr counts characters from 1, as len() counts them
+        return [name for (name,) in self.catalog.execute(
+            "SELECT substr(path, ?) FROM note_files WHERE path >= ? AND path < ? AND conv=? "
+            "AND instr(substr(path, ?), '/') = 0 ORDER BY path", (start, rel + "/", rel + "0", conv, start))]
+
     @staticmethod
-    def _only_known_notes(path: Path, rel: str, notes: set[str], folders: dict[str, int | str]) -> bool:
-        """Whether ``path`` holds exactly the notes the catalog knows there and no folder not stamped yet."""
-        names = {n for n in os.listdir(path) if not n.startswith(".")}
-        if {n for n in names if n.endswith(".md")} != notes:
+    def _only_known_notes(path: Path, rel: str, notes: list[str], folders: dict[str, int | str]) -> bool:
+        """Whether ``path`` holds exactly the notes the catalog knows there (``notes``, sorted) and no folder
+        not stamped yet."""
+        names = [n for n in os.listdir(path) if not n.startswith(".")]
+        if sorted(n for n in names if n.endswith(".md")) != notes:
             return False
-        others = names - notes
-        return all(f"{rel}/{n}" in folders or not os.path.isdir(path / n) for n in others)
+        return all(f"{rel}/{n}" in folders or not os.path.isdir(path / n) for n in names if not n.endswith(".md"))
 
     def link_for(self, summary_id: str) -> str:
         """A wikilink to a summary that Obsidian resolves: ``[[sum_…]]``, or the note's current name or path."""
@@ -854,8 +876,12 @@ class Dag:
         :meth:`recompute` records each such note as an ``outdated_link`` problem in the same
         transaction that marks its links, so the problem list finds them without reading every row.
         """
-        return self._rows("conv=? AND path IN (SELECT path FROM problems WHERE conv=? AND kind='outdated_link') "
-                          "ORDER BY depth, first_seq, id", (conv, conv))
+        # Found from the problem rows (note file, then the summary by id): the `+` keeps SQLite off the
+        # conversation's index, which would read every summary of the conversation (0.23 s at 1M messages).
+        return self._rows("id IN (SELECT n.summary_id FROM problems p JOIN note_files n ON n.path=p.path "
+                          "WHERE p.conv=? AND p.kind='outdated_link') AND +conv=? AND "
+                          "path IN (SELECT path FROM problems WHERE conv=? AND kind='outdated_link') "
+                          "ORDER BY depth, first_seq, id", (conv, conv, conv))
 
     def flagged(self, conv: str) -> list[SummaryRow]:
         """The summaries ``doctor`` has something to say about (stale, corrected by a person, made by a
