@@ -31,6 +31,7 @@ else runs uninstrumented): two code trees compared on the whole of it.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import pickle
@@ -71,7 +72,7 @@ def _callgrind(on: bool) -> None:
 
 
 def measure(build: Path, messages: int, *, primed: bool, record: Path | None, work: Path,
-            callgrind: bool = False) -> dict[str, Any]:
+            callgrind: bool = False, profile: Path | None = None) -> dict[str, Any]:
     """Compact ``messages`` new messages on a copy of ``build``: total CPU, rate and CPU per phase."""
     from vaultlcm import Vault, compaction
     from vaultlcm.assembly import Assembler
@@ -110,11 +111,17 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
     with Vault(root) as v:
         v.ingest(CONV, extra)
         spent.clear()
+        profiler = cProfile.Profile(time.process_time) if profile is not None else None
         if callgrind:
             _callgrind(True)
+        if profiler is not None:
+            profiler.enable()
         c0 = time.process_time()
         report = v.compact(CONV, force=True)[0]
         cpu = time.process_time() - c0
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(str(profile))
         if callgrind:
             _callgrind(False)
     if record is not None:
@@ -154,6 +161,7 @@ def main() -> int:
     ap.add_argument("--replay", type=Path, help="summarize the requests kept by --record again")
     ap.add_argument("--callgrind", action="store_true",
                     help="count instructions around the replay loop (--replay) or the compaction (a build) only")
+    ap.add_argument("--profile", type=Path, help="write a cProfile of the compaction alone to this file (pstats)")
     ap.add_argument("--workdir", type=Path, help="where the copy goes (default: a temporary folder, removed after)")
     args = ap.parse_args()
     if args.replay is not None:
@@ -168,7 +176,7 @@ def main() -> int:
         work = Path(tempfile.mkdtemp(prefix="compact-phases-"))
     try:
         print(json.dumps(measure(args.build, args.messages, primed=args.primed, record=args.record, work=work,
-                                 callgrind=args.callgrind)))
+                                 callgrind=args.callgrind, profile=args.profile)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
