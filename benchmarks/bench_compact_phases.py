@@ -14,8 +14,10 @@ reading the messages (choosing the chunks reads them), sizing the requests,
 
 ``--primed`` first counts the cost of every summary of the copy, as a vault
 compacted by the current code already holds them (each compaction stores the
-costs of the notes it writes): the steady state, which bench_scale's
-``COMPACT_MORE`` measures too (it reports that one-time catch-up on its own).
+costs of the notes it writes) and brings the redaction tally up to date (every
+compaction keeps it; the builds have none, so the first compaction reads every
+log): the steady state, which bench_scale's ``COMPACT_MORE`` measures too (it
+reports that one-time catch-up on its own).
 Without it, ``prime`` also counts the older summaries the next context meets,
 once per vault: the first compaction of a vault older code compacted.
 
@@ -78,6 +80,7 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
     from vaultlcm.assembly import Assembler
     from vaultlcm.compaction import Compactor
     from vaultlcm.dag import Dag
+    from vaultlcm.redaction_tally import RedactionTally
 
     root = work / "vault"
     shutil.copytree(build, root, symlinks=True)
@@ -88,6 +91,9 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
             ids = [r.id for r in v.dag.all(CONV)]
             c0 = time.process_time()
             v.assembler.prime(CONV, ids, v.settings.context_budget_tokens)
+            tally = RedactionTally(v.layout)  # the tally every compaction keeps (the builds have none yet)
+            tally.counts(CONV)
+            tally.save()
             catch_up = {"summaries": len(ids), "cpu_s": time.process_time() - c0}
     spent: Counter[str] = Counter()
     for owner, name, label in ((Compactor, "_summarize", "summarize"), (Dag, "write_summary", "write notes"),
