@@ -77,6 +77,7 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
             callgrind: bool = False, profile: Path | None = None) -> dict[str, Any]:
     """Compact ``messages`` new messages on a copy of ``build``: total CPU, rate and CPU per phase."""
     from vaultlcm import Vault, compaction
+    from vaultlcm import dag as dag_module
     from vaultlcm.assembly import Assembler
     from vaultlcm.compaction import Compactor
     from vaultlcm.dag import Dag
@@ -99,7 +100,12 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
     for owner, name, label in ((Compactor, "_summarize", "summarize"), (Dag, "write_summary", "write notes"),
                                (Compactor, "_leaf_chunk", "choose chunks (reads messages)"),
                                (Compactor, "_request", "size requests"), (Assembler, "prime", "prime"),
-                               (Vault, "refresh_views", "home and index notes")):
+                               (Vault, "refresh_views", "home and index notes"),
+                               # inside "write notes": the note's text, its file, its catalog rows
+                               (dag_module, "render_note", "  render the note"),
+                               (dag_module, "atomic_write", "  the note's file"),
+                               (Dag, "_store", "  its catalog rows"),
+                               (Vault, "sync", "first sync (checks every note)")):
         _timed(owner, name, label, spent)
     recorded: list[tuple[Any, str]] = []
     if record is not None:

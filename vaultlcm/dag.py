@@ -571,14 +571,18 @@ class Dag:
         current = body_hash(body)
         # Notes written before link paths were left out of the hash carry the exact hash: same thing.
         gen = current if fm.body_sha256 == exact_body_hash(body) else fm.body_sha256
-        pairs = [[link, sid, 1, 1] for link, sid in zip(fm.sources, ids or fm.source_ids())]
+        ids = ids or fm.source_ids()
+        pairs = [[link, sid, 1, 1] for link, sid in zip(fm.sources, ids)]
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM summaries WHERE id=? AND path<>?", (fm.id, rel))
             _bump(db, conv)
+            # A new node's span is known before its row is written: one INSERT, not an INSERT and an
+            # UPDATE of the same row (with its body) a moment later.
+            first, last = self._span(db, fm, ids) if relate else (None, None)
             db.execute(
                 f"INSERT OR REPLACE INTO summaries({_COLUMNS}) VALUES({','.join('?' * 24)})",
                 (
-                    fm.id, conv, rel, size, mtime_ns, fm.kind, fm.depth, fm.earliest_at, fm.latest_at, None, None,
+                    fm.id, conv, rel, size, mtime_ns, fm.kind, fm.depth, fm.earliest_at, fm.latest_at, first, last,
                     fm.descendant_count, fm.source_tokens, fm.token_count, fm.summarizer, fm.prompt, fm.level,
                     gen, current, fm.sources_sha256, json.dumps(pairs), body, None, 0,
                 ),
@@ -588,7 +592,7 @@ class Dag:
                 (rel, conv, size, mtime_ns, fm.id),
             )
             if relate:
-                self._relate(db, conv, fm, ids or fm.source_ids())
+                self._relate(db, conv, fm, ids)
 
     # -- writing -----------------------------------------------------------------
 
@@ -744,20 +748,23 @@ class Dag:
         return self._files
 
     @staticmethod
+    def _span(db: "sqlite3.Connection", fm: SummaryFrontmatter, ids: list[str]) -> tuple[int | None, int | None]:
+        """The first and last message position a node just written covers (its sources' span)."""
+        marks = ",".join("?" * len(ids))
+        sql = (f"SELECT MIN(seq), MAX(seq) FROM messages WHERE id IN ({marks})" if fm.kind == "leaf" else
+               f"SELECT MIN(first_seq), MAX(last_seq) FROM summaries WHERE id IN ({marks}) AND id<>?")
+        first, last = db.execute(sql, ids if fm.kind == "leaf" else (*ids, fm.id)).fetchone()
+        return first, last
+
+    @staticmethod
     def _relate(db: "sqlite3.Connection", conv: str, fm: SummaryFrontmatter, ids: list[str]) -> None:
-        """Incremental relation update for a node just written (the common, fast path), in ``db``'s transaction."""
+        """Incremental relation update for a node just written (the common, fast path), in ``db``'s transaction;
+        its span was written with its row (:meth:`_span`)."""
         if fm.kind == "leaf":
-            rows = db.execute(
-                f"SELECT MIN(seq), MAX(seq) FROM messages WHERE id IN ({','.join('?' * len(ids))})", ids
-            ).fetchone()
             db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)", [(i, conv, fm.id) for i in ids])
             db.executemany("UPDATE messages SET covered=? WHERE id=?", [(fm.id, i) for i in ids])
         else:
-            rows = db.execute(
-                f"SELECT MIN(first_seq), MAX(last_seq) FROM summaries WHERE id IN ({','.join('?' * len(ids))})", ids
-            ).fetchone()
             db.executemany("UPDATE summaries SET parent=? WHERE id=?", [(fm.id, i) for i in ids])
-        db.execute("UPDATE summaries SET first_seq=?, last_seq=? WHERE id=?", (rows[0], rows[1], fm.id))
 
     # -- relations ---------------------------------------------------------------
 
