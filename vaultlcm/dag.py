@@ -697,38 +697,30 @@ class Dag:
         if not seen:
             return
         folders: dict[str, int | str] = json.loads(seen)
+        known: dict[str, set[str]] = {}
+        for (rel,) in self.catalog.execute("SELECT path FROM note_files WHERE conv=?", (conv,)):
+            head, _, name = rel.rpartition("/")
+            known.setdefault(head, set()).add(name)
         fresh: dict[str, int | str] = {}
         for rel, stamp in folders.items():
             try:
                 now = self._stamp_now(rel, stamp)  # an mtime before the listing: a later change moves it past this
                 if now != stamp and (isinstance(stamp, str) or not self._only_known_notes(
-                        self.layout.root / rel, rel, self._known_names(conv, rel), folders)):
+                        self.layout.root / rel, rel, known.get(rel, set()), folders)):
                     return
             except OSError:
                 return
             fresh[rel] = now
         self.catalog.set_meta(key, json.dumps(fresh, sort_keys=True))
 
-    def _known_names(self, conv: str, rel: str) -> list[str]:
-        """The names of the notes the catalog knows directly in folder ``rel``, sorted.
-
-        A range of the path index (every path below ``rel/`` sorts before ``rel0``), the names cut out by
-        SQLite: a folder of 97k notes (1M messages) costs one pass in C, not a split and a set insert per
-        note in Python. Paths sort as their UTF-8 bytes, which is the order of their code points.
-        """
-        start = len(rel) + 2  # substr counts characters from 1, as len() counts them
-        return [name for (name,) in self.catalog.execute(
-            "SELECT substr(path, ?) FROM note_files WHERE path >= ? AND path < ? AND conv=? "
-            "AND instr(substr(path, ?), '/') = 0 ORDER BY path", (start, rel + "/", rel + "0", conv, start))]
-
     @staticmethod
-    def _only_known_notes(path: Path, rel: str, notes: list[str], folders: dict[str, int | str]) -> bool:
-        """Whether ``path`` holds exactly the notes the catalog knows there (``notes``, sorted) and no folder
-        not stamped yet."""
-        names = [n for n in os.listdir(path) if not n.startswith(".")]
-        if sorted(n for n in names if n.endswith(".md")) != notes:
+    def _only_known_notes(path: Path, rel: str, notes: set[str], folders: dict[str, int | str]) -> bool:
+        """Whether ``path`` holds exactly the notes the catalog knows there and no folder not stamped yet."""
+        names = {n for n in os.listdir(path) if not n.startswith(".")}
+        if {n for n in names if n.endswith(".md")} != notes:
             return False
-        return all(f"{rel}/{n}" in folders or not os.path.isdir(path / n) for n in names if not n.endswith(".md"))
+        others = names - notes
+        return all(f"{rel}/{n}" in folders or not os.path.isdir(path / n) for n in others)
 
     def link_for(self, summary_id: str) -> str:
         """A wikilink to a summary that Obsidian resolves: ``[[sum_…]]``, or the note's current name or path."""
