@@ -193,8 +193,8 @@ class Compactor:
                 cache.popitem(last=False)
         out = []
         for r in rows:
-            hit = cache.get((r.id, r.hash))
-            out.append((r, hit) if hit is not None else self.log.read_rows([r])[0])
+            msg = cache.get((r.id, r.hash))
+            out.append((r, msg) if msg is not None else self.log.read_rows([r])[0])
         return out
 
     def _read_row(self, row: MessageRow) -> Message:
