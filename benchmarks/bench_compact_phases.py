@@ -14,8 +14,10 @@ reading the messages (choosing the chunks reads them), sizing the requests,
 
 ``--primed`` first counts the cost of every summary of the copy, as a vault
 compacted by the current code already holds them (each compaction stores the
-costs of the notes it writes): the steady state, which bench_scale's
-``COMPACT_MORE`` measures too (it reports that one-time catch-up on its own).
+costs of the notes it writes) and brings the redaction tally up to date (every
+compaction keeps it; the builds have none, so the first compaction reads every
+log): the steady state, which bench_scale's ``COMPACT_MORE`` measures too (it
+reports that one-time catch-up on its own).
 Without it, ``prime`` also counts the older summaries the next context meets,
 once per vault: the first compaction of a vault older code compacted.
 
@@ -31,6 +33,7 @@ else runs uninstrumented): two code trees compared on the whole of it.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
 import pickle
@@ -71,12 +74,14 @@ def _callgrind(on: bool) -> None:
 
 
 def measure(build: Path, messages: int, *, primed: bool, record: Path | None, work: Path,
-            callgrind: bool = False) -> dict[str, Any]:
+            callgrind: bool = False, profile: Path | None = None) -> dict[str, Any]:
     """Compact ``messages`` new messages on a copy of ``build``: total CPU, rate and CPU per phase."""
     from vaultlcm import Vault, compaction
+    from vaultlcm import dag as dag_module
     from vaultlcm.assembly import Assembler
     from vaultlcm.compaction import Compactor
     from vaultlcm.dag import Dag
+    from vaultlcm.redaction_tally import RedactionTally
 
     root = work / "vault"
     shutil.copytree(build, root, symlinks=True)
@@ -87,12 +92,20 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
             ids = [r.id for r in v.dag.all(CONV)]
             c0 = time.process_time()
             v.assembler.prime(CONV, ids, v.settings.context_budget_tokens)
+            tally = RedactionTally(v.layout)  # the tally every compaction keeps (the builds have none yet)
+            tally.counts(CONV)
+            tally.save()
             catch_up = {"summaries": len(ids), "cpu_s": time.process_time() - c0}
     spent: Counter[str] = Counter()
     for owner, name, label in ((Compactor, "_summarize", "summarize"), (Dag, "write_summary", "write notes"),
                                (Compactor, "_leaf_chunk", "choose chunks (reads messages)"),
                                (Compactor, "_request", "size requests"), (Assembler, "prime", "prime"),
-                               (Vault, "refresh_views", "home and index notes")):
+                               (Vault, "refresh_views", "home and index notes"),
+                               # inside "write notes": the note's text, its file, its catalog rows
+                               (dag_module, "render_note", "  render the note"),
+                               (dag_module, "atomic_write", "  the note's file"),
+                               (Dag, "_store", "  its catalog rows"),
+                               (Vault, "sync", "first sync (checks every note)")):
         _timed(owner, name, label, spent)
     recorded: list[tuple[Any, str]] = []
     if record is not None:
@@ -110,11 +123,17 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
     with Vault(root) as v:
         v.ingest(CONV, extra)
         spent.clear()
+        profiler = cProfile.Profile(time.process_time) if profile is not None else None
         if callgrind:
             _callgrind(True)
+        if profiler is not None:
+            profiler.enable()
         c0 = time.process_time()
         report = v.compact(CONV, force=True)[0]
         cpu = time.process_time() - c0
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(str(profile))
         if callgrind:
             _callgrind(False)
     if record is not None:
@@ -154,6 +173,7 @@ def main() -> int:
     ap.add_argument("--replay", type=Path, help="summarize the requests kept by --record again")
     ap.add_argument("--callgrind", action="store_true",
                     help="count instructions around the replay loop (--replay) or the compaction (a build) only")
+    ap.add_argument("--profile", type=Path, help="write a cProfile of the compaction alone to this file (pstats)")
     ap.add_argument("--workdir", type=Path, help="where the copy goes (default: a temporary folder, removed after)")
     args = ap.parse_args()
     if args.replay is not None:
@@ -168,7 +188,7 @@ def main() -> int:
         work = Path(tempfile.mkdtemp(prefix="compact-phases-"))
     try:
         print(json.dumps(measure(args.build, args.messages, primed=args.primed, record=args.record, work=work,
-                                 callgrind=args.callgrind)))
+                                 callgrind=args.callgrind, profile=args.profile)))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -187,10 +187,17 @@ COMPACT_MORE = """
         # was never stored (the current code stores each note's cost as it writes it), so the first
         # compaction would count the older ones its next context meets. Counted here, all of them,
         # and reported on its own: the rate below is the steady state of a vault the current code keeps.
+        # So is the redaction tally `status` reads (every compaction brings it up to date, counting only
+        # the bytes logged since; a vault no compaction of the current code saw has none, and the first
+        # one reads every log).
+        from vaultlcm.redaction_tally import RedactionTally
         v.sync("agent")
         ids = [r.id for r in v.dag.all("agent", bodies=False)]
         c0 = time.process_time()
         v.assembler.prime("agent", ids, v.settings.context_budget_tokens)
+        tally = RedactionTally(v.layout)
+        tally.counts("agent")
+        tally.save()
         catch_up = time.process_time() - c0
     with Vault(root) as v:
         v.ingest("agent", extra)

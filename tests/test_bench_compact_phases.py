@@ -45,7 +45,9 @@ def _run(*args: str) -> dict[str, object]:
 def test_phases_are_measured_on_a_copy_and_the_replay_gives_the_same_texts(build: Path, tmp_path: Path) -> None:
     before = _fingerprint(build)
     reqs = tmp_path / "reqs.pkl"
-    result = _run(str(build), "--messages", "120", "--primed", "--record", str(reqs), "--workdir", str(tmp_path / "work"))
+    prof = tmp_path / "compact.prof"
+    result = _run(str(build), "--messages", "120", "--primed", "--record", str(reqs), "--workdir", str(tmp_path / "work"),
+                  "--profile", str(prof))
     assert _fingerprint(build) == before  # only the copy was written
     assert list((tmp_path / "work").iterdir()) == []  # and the copy is gone
     assert result["messages"] == 120 and result["notes"] > 0 and result["cpu_s"] > 0
@@ -53,7 +55,12 @@ def test_phases_are_measured_on_a_copy_and_the_replay_gives_the_same_texts(build
     assert isinstance(primed, dict) and primed["summaries"] > 0
     phases = result["phases_cpu_s"]
     assert isinstance(phases, dict)
-    for phase in ("summarize", "write notes", "choose chunks (reads messages)", "size requests", "prime"):
+    for phase in ("summarize", "write notes", "choose chunks (reads messages)", "size requests", "prime",
+                  "  its catalog rows", "  the note's file", "first sync (checks every note)"):
         assert phase in phases, phases
+    # the profile covers the compaction (Vault.compact and the summarizer are in it)
+    import pstats
+    names = {func[2] for func in pstats.Stats(str(prof)).stats}  # type: ignore[attr-defined]
+    assert "compact" in names and "_summarize" in names
     again = _run("--replay", str(reqs))
     assert again["requests"] == result["notes"] and again["different"] == 0

@@ -48,6 +48,9 @@ CREATE INDEX IF NOT EXISTS summaries_time ON summaries(conv, latest_at, id);
 -- this index alone, not every row with its body: 250 ms to 11-20 ms at 1M messages. A catalog made
 -- before it gets it at its next open (about 1 s at 1M, once).
 CREATE INDEX IF NOT EXISTS summaries_depth ON summaries(conv, depth, parent);
+-- The stale nodes compaction looks for first (Dag.stale): only those rows, not every summary of the
+-- conversation (0.22-0.30 s at 1M messages without it, each compaction).
+CREATE INDEX IF NOT EXISTS summaries_stale ON summaries(conv, depth, first_seq, id) WHERE stale<>0;
 CREATE TABLE IF NOT EXISTS coverage(msg_id TEXT PRIMARY KEY, conv TEXT NOT NULL, summary_id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS coverage_summary ON coverage(summary_id);
 CREATE TABLE IF NOT EXISTS note_files(path TEXT PRIMARY KEY, conv TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, summary_id TEXT);
