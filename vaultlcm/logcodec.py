@@ -433,13 +433,26 @@ def decode_entry(entry: ParsedEntry, store: PayloadStore) -> Message:
     Raises :class:`CorruptVaultError` naming the message when a person's edit made
     its parts impossible to tell apart, or a payload file is missing.
     """
+    return _decode(entry, store, copy=True)
+
+
+def decode_entry_consuming(entry: ParsedEntry, store: PayloadStore) -> Message:
+    """:func:`decode_entry` for an entry read only to be decoded once and dropped (a reindex): the
+    message is rebuilt inside the entry's own parsed metadata instead of a copy of it, so the
+    entry must not be decoded or its ``meta["skel"]`` used again. Same message, same errors."""
+    return _decode(entry, store, copy=False)
+
+
+def _decode(entry: ParsedEntry, store: PayloadStore, *, copy: bool) -> Message:
     meta = entry.meta
     where = f"message {meta.get('id')}"
     try:
-        skel = _copy_json(meta["skel"])
-        lines = entry.raw.decode("utf-8", errors="replace").split("\n")
+        skel = _copy_json(meta["skel"]) if copy else meta["skel"]
+        nbody = entry.nbody
+        # Only the body's lines are needed: the metadata and title lines, then ``nbody`` lines.
+        lines = entry.raw.decode("utf-8", errors="replace").split("\n", 2 + nbody)[2 : 2 + nbody]
         try:
-            body = [strip_quote(line, "body") for line in lines[2 : 2 + entry.nbody]]
+            body = [line[2:] if line.startswith("> ") else strip_quote(line, "body") for line in lines]
         except ValueError:
             raise CorruptVaultError(f"{where} was edited by hand: a line lost its '>'; restore the log from git") from None
         if entry.edited:
