@@ -253,7 +253,8 @@ class IndexKeeper:
                 stored += len(entries)
             if not self.catalog.at_writer_positions(conv, stored):
                 raise _PositionsMoved(f"conversation {conv!r}: positions restored after its logs were read")
-            self.sync(conv)
+            with self.catalog.grouped():  # two transactions a note: committed a few hundred at a time
+                self.sync(conv)
             yield from self._summary_docs(conv)
 
     def _summary_docs(self, conv: str, progress: Callable[[int], None] | None = None) -> Iterator[IndexDoc]:
