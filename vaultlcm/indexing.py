@@ -92,12 +92,12 @@ def entry_doc(conv: str, entry: "ParsedEntry", content_hash: str, store: "Payloa
     """The document of a message read from its log entry (``content_hash``: its hash in the catalog), as
     :func:`message_doc` makes it from its catalog row: the row holds what the entry's mark says, at the
     position its writer gave it. The entry is consumed (decoded in place: see
-    :func:`~vaultlcm.logcodec.decode_entry_consuming`)."""
-    from .logcodec import decode_entry_consuming
+    :func:`~vaultlcm.logcodec.decode_skel_consuming`)."""
+    from .logcodec import decode_skel_consuming, skel_message
 
     m = entry.meta
     return _message_doc(m["id"], conv, m["at"], m["role"], content_hash, int(m.get("seq") or 0),
-                        decode_entry_consuming(entry, store))
+                        skel_message(entry, decode_skel_consuming(entry, store)))
 
 
 class _PositionsMoved(IndexError_):
