@@ -17,11 +17,14 @@ from vaultlcm.logcodec import (
     StoredMessage,
     TornTail,
     decode_entry,
+    decode_skel_consuming,
     entry_from_render,
     iter_entries,
     render_entry,
     render_entry_meta,
+    skel_message,
 )
+from vaultlcm.errors import CorruptVaultError
 from vaultlcm.messages import Message, format_timestamp
 from vaultlcm.tokens import count_tokens
 
@@ -224,6 +227,40 @@ def test_many_entries_in_one_file(msgs: list[Message]) -> None:
 def _entry(msg: Message, *, lane: str | None = None, store: MemStore | None = None, seq: int = 1) -> bytes:
     sm = StoredMessage(message=msg, conversation="c", seq=seq, at=AT, tokens=1, lane=lane)
     return render_entry(sm, store or MemStore(), count_tokens=count_tokens, large_tokens=25_000)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages, st.sampled_from([None, "line", "side"]), st.sampled_from(["none", "replace", "insert", "unquote"]),
+       st.integers(min_value=2, max_value=12), texts)
+def test_decoding_in_place_gives_what_decoding_a_copy_gives(msg: Message, lane: str | None, edit: str, at: int,
+                                                            text: str) -> None:
+    """A reindex decodes each entry inside its own parsed metadata (no copy): the same message, or the same
+    error, as :func:`decode_entry` gives for the same bytes, whatever a person did to the entry's lines."""
+    store = MemStore()
+    lines = _entry(msg, lane=lane, store=store).split(b"\n")
+    at = min(at, max(2, len(lines) - 4))  # a body line when there is one (else the blank line before the id)
+    line = text.encode("utf-8")
+    if edit == "replace":
+        lines[at] = b"> " + line
+    elif edit == "insert":
+        lines.insert(at, b">" + line)
+    elif edit == "unquote":
+        lines[at] = lines[at].lstrip(b">")
+    data = b"\n".join(lines)
+
+    def decoded(decode: object) -> object:
+        found = [e for e in iter_entries(data, path="t.md") if isinstance(e, ParsedEntry)]
+        if not found:
+            return None
+        try:
+            return decode(found[0], store)  # type: ignore[operator]
+        except CorruptVaultError as exc:
+            return ("error", str(exc), exc.line)
+
+    copied = decoded(decode_entry)
+    assert decoded(lambda e, s: skel_message(e, decode_skel_consuming(e, s))) == copied
+    if edit == "none":
+        assert copied == msg
 
 
 @pytest.mark.parametrize("text", [

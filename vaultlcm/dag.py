@@ -426,11 +426,14 @@ class Dag:
         refused.sort()
         return notes, refused, folders
 
-    def sync(self, conv: str, *, full: bool = False) -> SyncReport:
+    def sync(self, conv: str, *, full: bool = False, recompute: bool = True) -> SyncReport:
         """Mirror the notes of ``conv`` into the catalog; recompute relations if anything changed.
 
         Without ``full``, unchanged folders (same mtimes) are trusted, so the cost of a
-        sync does not grow with the number of notes.
+        sync does not grow with the number of notes. ``recompute=False`` leaves the relations
+        to the caller, who then calls :meth:`recompute` itself when ``changed`` (a reindex reads
+        the notes while another process still indexes the messages, and recomputes once that
+        process is idle).
         """
         report = SyncReport()
         key = f"notes_dirs:{conv}"
@@ -470,7 +473,7 @@ class Dag:
             path, size, mtime_ns = on_disk[rel]
             report.changed += 1
             self._read_note(conv, rel, Path(path), size, mtime_ns, expected=rel.startswith(summaries_dir))
-        if report.changed:
+        if report.changed and recompute:
             self.recompute(conv)
         self.catalog.set_meta(key, json.dumps(folders, sort_keys=True))
         self._full_sync_at[conv] = scanned_at

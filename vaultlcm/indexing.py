@@ -87,12 +87,13 @@ def _message_doc(msg_id: str, conv: str, at: str, role: str, content_hash: str, 
 def entry_doc(conv: str, entry: "ParsedEntry", content_hash: str, store: "PayloadStore") -> IndexDoc:
     """The document of a message read from its log entry (``content_hash``: its hash in the catalog), as
     :func:`message_doc` makes it from its catalog row: the row holds what the entry's mark says, at the
-    position its writer gave it."""
-    from .logcodec import decode_entry
+    position its writer gave it. The entry is consumed (decoded in place: see
+    :func:`~vaultlcm.logcodec.decode_skel_consuming`)."""
+    from .logcodec import decode_skel_consuming, skel_message
 
     m = entry.meta
     return _message_doc(m["id"], conv, m["at"], m["role"], content_hash, int(m.get("seq") or 0),
-                        decode_entry(entry, store))
+                        skel_message(entry, decode_skel_consuming(entry, store)))
 
 
 class _PositionsMoved(IndexError_):
@@ -248,7 +249,8 @@ class IndexKeeper:
                 stored += len(entries)
             if not self.catalog.at_writer_positions(conv, stored):
                 raise _PositionsMoved(f"conversation {conv!r}: positions restored after its logs were read")
-            self.sync(conv)
+            with self.catalog.grouped():  # two transactions a note: committed a few hundred at a time
+                self.sync(conv)
             yield from self._summary_docs(conv)
 
     def _summary_docs(self, conv: str, progress: Callable[[int], None] | None = None) -> Iterator[IndexDoc]:
@@ -568,10 +570,16 @@ class IndexKeeper:
                     for start in range(0, len(released or ()), 2000):
                         rows = self.catalog.rows_by_ids((released or [])[start : start + 2000])
                         builder.add((message_doc(r, m) for r, m in self._readable(list(rows.values()))), progress)
-                # The notes' sync and the DAG's recompute hold the most memory here; the child's
-                # writer, the most while it indexes messages: not both at once.
+                # The notes are read while the child still indexes the messages (they need none of
+                # its work). The DAG's recompute holds the most memory here; the child's writer, the
+                # most while it indexes messages: not both at once.
+                builder.flush(progress)
+                with self.catalog.grouped():  # two transactions a note: committed a few hundred at a time
+                    changed = self.dag.sync(conv, full=True, recompute=False).changed
                 builder.settle(progress)
-                self.sync(conv)
+                if changed:
+                    self.dag.recompute(conv)
+                self.sync(conv)  # finds nothing new now: the usual bookkeeping of a synced conversation
                 builder.add(self._summary_docs(conv), progress)
                 builder.check(progress)
             return builder.commit(progress)

@@ -433,13 +433,49 @@ def decode_entry(entry: ParsedEntry, store: PayloadStore) -> Message:
     Raises :class:`CorruptVaultError` naming the message when a person's edit made
     its parts impossible to tell apart, or a payload file is missing.
     """
+    return skel_message(entry, _fill(entry, store, copy=True))
+
+
+def decode_skel_consuming(entry: ParsedEntry, store: PayloadStore) -> dict[str, Any]:
+    """What :func:`decode_entry` builds its :class:`Message` from (``content``, ``extra``, ``hints``), for an
+    entry read only to be decoded once and dropped (a reindex): filled in inside the entry's own parsed
+    metadata instead of a copy, so the entry must not be decoded again. :func:`skel_message` gives the
+    message (or the error) :func:`decode_entry` would. Raises as :func:`decode_entry`."""
+    return _fill(entry, store, copy=False)
+
+
+def skel_message(entry: ParsedEntry, skel: dict[str, Any]) -> Message:
+    """The :class:`Message` of ``entry`` from its filled-in skeleton (:func:`decode_skel_consuming`)."""
+    meta = entry.meta
+    try:
+        return Message(
+            id=meta["id"],
+            role=meta["role"],
+            timestamp=meta.get("ts"),
+            content=skel.get("content", []),
+            extra=skel.get("extra", {}),
+            hints=skel.get("hints", {}),
+        )
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise _unreadable(entry, exc) from None
+
+
+def _unreadable(entry: ParsedEntry, exc: Exception) -> CorruptVaultError:
+    return CorruptVaultError(f"message {entry.meta.get('id')} cannot be read back ({type(exc).__name__}: {exc}); "
+                             "restore the log from git", line=entry.line)
+
+
+def _fill(entry: ParsedEntry, store: PayloadStore, *, copy: bool) -> dict[str, Any]:
+    """The entry's skeleton with every lifted part put back (a copy of it, or itself)."""
     meta = entry.meta
     where = f"message {meta.get('id')}"
     try:
-        skel = _copy_json(meta["skel"])
-        lines = entry.raw.decode("utf-8", errors="replace").split("\n")
+        skel = _copy_json(meta["skel"]) if copy else meta["skel"]
+        nbody = entry.nbody
+        # Only the body's lines are needed: the metadata and title lines, then ``nbody`` lines.
+        lines = entry.raw.decode("utf-8", errors="replace").split("\n", 2 + nbody)[2 : 2 + nbody]
         try:
-            body = [strip_quote(line, "body") for line in lines[2 : 2 + entry.nbody]]
+            body = [line[2:] if line.startswith("> ") else strip_quote(line, "body") for line in lines]
         except ValueError:
             raise CorruptVaultError(f"{where} was edited by hand: a line lost its '>'; restore the log from git") from None
         if entry.edited:
@@ -464,19 +500,11 @@ def decode_entry(entry: ParsedEntry, store: PayloadStore) -> Message:
                     _set(skel, path, value)
         for key, name in meta.get("xf", {}).items():
             skel["extra"][key] = json.loads(store.get(name).decode("utf-8"))
-        return Message(
-            id=meta["id"],
-            role=meta["role"],
-            timestamp=meta.get("ts"),
-            content=skel.get("content", []),
-            extra=skel.get("extra", {}),
-            hints=skel.get("hints", {}),
-        )
+        return skel
     except CorruptVaultError:
         raise
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise CorruptVaultError(f"{where} cannot be read back ({type(exc).__name__}: {exc}); restore the log from git",
-                                line=entry.line) from None
+        raise _unreadable(entry, exc) from None
 
 
 def _decode_edited(entry: ParsedEntry, skel: dict[str, Any], body: list[str], store: PayloadStore) -> None:
