@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "vaultlcm"
 #: Modules that sit above the Vault and may use it.
 ABOVE_VAULT = {"vault", "engine", "cli", "mcp_server", "claude_code", "tools", "sample", "__init__"}
 #: The parts and helpers the CLI must reach only through the Vault.
-PARTS = {"catalog", "catalog_schema", "dag", "msglog", "logcodec", "indexing", "index_builder", "compaction",
+PARTS = {"catalog", "catalog_db", "catalog_schema", "dag", "msglog", "logcodec", "indexing", "index_builder", "compaction",
          "assembly", "cut", "summary_notes", "just_written", "relations", "upkeep", "doctor", "home", "bases",
          "history", "recall", "grep", "expand", "ask", "index"}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from hypothesis import given, settings, strategies as st
 
 from vaultlcm import Vault
-from vaultlcm import catalog as catalog_module
+from vaultlcm import catalog_db as catalog_module
 from vaultlcm.catalog import Catalog, linear_order
 
 MUTATIONS = ("none", "swap_wseq", "wrong_prev", "seq_off", "fork", "first_prev_known", "legacy_prev", "gap")

@@ -32,17 +32,14 @@ import json
 import os
 import re
 import sqlite3
-import threading
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .catalog_schema import SCHEMA, SCHEMA_VERSION
+from .catalog_db import CatalogDB
 from .errors import LockTimeoutError, StorageError
 from .logcodec import Damaged, Foreign, ParsedEntry, TornTail, iter_entries
 from .threads import ThreadRow, lanes, static_lane
@@ -55,8 +52,7 @@ HEAD_BYTES = 256
 TOKEN_COUNTS_KEPT = 100_000
 #: Problems the log reader records (the DAG records its own kinds).
 LOG_PROBLEMS = ("log_edit", "damaged_entry", "log_text", "no_final_newline", "merge", "pending_batch")
-#: What SQLite says when the file is damaged (the only case the catalog is deleted and rebuilt).
-_CORRUPT = ("file is not a database", "malformed", "file is encrypted", "unsupported file format", "old schema")
+
 
 
 def log_files(logs_dir: Path) -> list[os.DirEntry[str]]:
@@ -93,10 +89,6 @@ def _head_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
-    return any(marker in str(exc).lower() for marker in _CORRUPT)
-
-
 def _payload_names(meta: dict[str, Any]) -> list[str]:
     """Payload files an entry refers to (externalized parts and large extra fields)."""
     names = [str(p[4]["f"]) for p in meta.get("parts", []) if len(p) > 4 and isinstance(p[4], dict) and "f" in p[4]]
@@ -106,160 +98,8 @@ def _payload_names(meta: dict[str, Any]) -> list[str]:
     return names
 
 
-def _is_vanished(exc: sqlite3.DatabaseError) -> bool:
-    """SQLite's way of saying its files were deleted under it (the state folder was removed)."""
-    text = str(exc).lower()
-    return "disk i/o error" in text or "unable to open database" in text or "no such table" in text or (
-        "readonly database" in text)
-
-
-class Catalog:
-    """Thread-safe access to the catalog database of one vault."""
-
-    def __init__(self, root: Path, db_path: Path, *, busy_timeout: float = 30.0) -> None:
-        self.root = root
-        self.db_path = db_path
-        self.busy_timeout = busy_timeout
-        self._lock = threading.RLock()
-        #: Moves each time the file is (re)opened: a writer's remembered state belongs to one connection.
-        self._generation = 0
-        self._db = self._open()
-        self._commits = 0
-        self._checkpointer: _Checkpointer | None = None
-        #: While :meth:`grouped` runs: how many transactions commit together, the thread grouping them,
-        #: and how many the open group holds (its open transaction holds :attr:`_lock`).
-        self._group_every = 0
-        self._group_owner: int | None = None
-        self._group_open = 0
-
-    # -- opening -----------------------------------------------------------------
-
-    def _open(self) -> sqlite3.Connection:
-        attempts = 50
-        for attempt in range(attempts):
-            try:
-                self.db_path.parent.mkdir(parents=True, exist_ok=True)
-            except FileExistsError as exc:
-                # mkdir found the folder, then it was gone when exist_ok checked (being deleted right now)
-                if attempt < attempts - 1:
-                    time.sleep(0.02)
-                    continue
-                raise StorageError.from_os(exc, self.db_path.parent, "create the state folder") from None
-            except OSError as exc:
-                raise StorageError.from_os(exc, self.db_path.parent, "create the state folder") from None
-            try:
-                return self._connect()
-            except sqlite3.DatabaseError as exc:
-                if _is_corrupt(exc):
-                    break
-                if _is_vanished(exc) and attempt < attempts - 1:
-                    time.sleep(0.02)  # the state folder is being deleted right now: start over
-                    continue
-                raise self._busy_or_storage(exc) from None
-        # Damaged or outdated: the Markdown is the truth; start over.
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(self.db_path) + suffix).unlink(missing_ok=True)
-        try:
-            return self._connect()
-        except sqlite3.DatabaseError as exc:
-            raise self._busy_or_storage(exc) from None
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.db_path, check_same_thread=False, isolation_level=None, timeout=self.busy_timeout)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            # Derived data: losing the last commits on power loss only costs a re-scan.
-            db.execute("PRAGMA synchronous=NORMAL")
-            # The checkpointer thread folds the WAL back every CHECKPOINT_EVERY commits; SQLite's own
-            # checkpoint, inside the commit that crosses this threshold, is only the backstop.
-            db.execute(f"PRAGMA wal_autocheckpoint={WAL_BACKSTOP_PAGES}")
-            row = None
-            try:
-                row = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-            except sqlite3.OperationalError as exc:
-                if "no such table" not in str(exc):
-                    raise
-            if row is not None and row[0] != SCHEMA_VERSION:
-                raise sqlite3.DatabaseError("old schema")
-            db.executescript(SCHEMA)
-            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)", (SCHEMA_VERSION,))
-            db.execute("INSERT OR IGNORE INTO meta(key, value) VALUES('catalog_id', ?)", (uuid.uuid4().hex,))
-        except BaseException:
-            db.close()
-            raise
-        self._ino = self._inode()
-        self._generation += 1
-        return db
-
-    def _inode(self) -> int | None:
-        try:
-            return os.stat(self.db_path).st_ino
-        except OSError:
-            return None
-
-    def _busy_or_storage(self, exc: sqlite3.DatabaseError) -> Exception:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            return LockTimeoutError(f"the catalog {self.db_path} is busy in another process ({text}); retry")
-        return StorageError(f"cannot use the catalog {self.db_path} ({text}); check the disk, or delete the "
-                            "state folder: `vaultlcm reindex` rebuilds it")
-
-    def ensure_current(self) -> bool:
-        """Reopen when the catalog file was deleted or replaced under us (``.vaultlcm/`` removed); True if so."""
-        if self._inode() == self._ino and self._ino is not None:
-            return False
-        with self._lock:
-            self._stop_checkpointer()  # its connection is to the old file; the next request starts another
-            self._db.close()
-            self._db = self._open()
-        return True
-
-    def data_version(self) -> int | None:
-        """SQLite's ``data_version`` of this connection: it moves whenever another connection commits.
-
-        Together with :meth:`changes` (this connection's own writes), what a writer compares to know
-        the catalog holds exactly what it left there. ``None``: cannot tell.
-        """
-        with self._lock:
-            try:
-                return int(self._db.execute("PRAGMA data_version").fetchone()[0])
-            except sqlite3.Error:
-                return None
-
-    def changes(self) -> tuple[int, int, int]:
-        """What moves with every write through this catalog: the connection (reopened when the file was
-        replaced), its count of changed rows and of committed transactions. Costs no query."""
-        with self._lock:
-            return (self._generation, self._db.total_changes, self._commits)
-
-    @property
-    def catalog_id(self) -> str:
-        """Changes whenever the catalog is rebuilt, so caches keyed on it know to start over."""
-        rows = self.execute("SELECT value FROM meta WHERE key='catalog_id'")
-        return str(rows[0][0]) if rows else ""
-
-    def close(self) -> None:
-        with self._lock:
-            self._stop_checkpointer()
-            self._db.close()
-
-    def _stop_checkpointer(self) -> None:
-        if self._checkpointer is not None:
-            self._checkpointer.stop()
-            self._checkpointer = None
-
-    def _committed(self) -> None:
-        """Count a commit; every :data:`CHECKPOINT_EVERY`, ask the checkpointer thread to fold the WAL back.
-
-        SQLite would otherwise checkpoint inside the commit that crosses its threshold (about
-        every 80 ingest calls): writing pages back and two fsyncs, the slowest of the calls.
-        """
-        self._commits += 1
-        if self._commits % CHECKPOINT_EVERY:
-            return
-        if self._checkpointer is None:
-            self._checkpointer = _Checkpointer(self.db_path)
-        self._checkpointer.request()
+class Catalog(CatalogDB):
+    """The catalog of one vault: its logs, messages and their order (thread-safe)."""
 
     def reset(self) -> None:
         """Forget everything derived (the next syncs re-read every file)."""
@@ -277,113 +117,6 @@ class Catalog:
             for table in ("messages", "links", "pending", "payload_refs", "logs", "log_stats"):
                 db.execute(f"DELETE FROM {table} WHERE conv=?", (conv,))
             db.execute("DELETE FROM meta WHERE key=?", (f"logs_dir_mtime:{conv}",))
-
-    @contextmanager
-    def grouped(self, every: int = 256) -> Iterator[None]:
-        """Within it, this thread's transactions commit ``every`` at a time: each is still all or nothing
-        (a savepoint in the group's transaction), but a commit costs one per group, not one each.
-
-        For a rebuild's thousands of small writes (a note read is two transactions). Another thread's
-        transaction waits for the open group to commit. When the block raises, the open group is
-        rolled back with it, so its earlier transactions are lost too: use it only for what the next
-        sync reads again from the files (derived state being rebuilt).
-        """
-        if self._group_every:
-            yield  # already grouping: the outer group commits
-            return
-        self._group_every, self._group_owner, self._group_open = every, threading.get_ident(), 0
-        try:
-            yield
-        except BaseException:
-            if self._group_open:
-                self._end_group(commit=False)
-            raise
-        else:
-            if self._group_open:
-                self._end_group(commit=True)
-        finally:
-            self._group_every, self._group_owner, self._group_open = 0, None, 0
-
-    def _end_group(self, *, commit: bool) -> None:
-        """Commit (or roll back) the open group's transaction and let other threads in."""
-        self._group_open = 0
-        try:
-            if commit:
-                try:
-                    self._db.execute("COMMIT")
-                except sqlite3.OperationalError as exc:
-                    self._db.execute("ROLLBACK")
-                    raise self._busy_or_storage(exc) from None
-                self._committed()
-            else:
-                self._db.execute("ROLLBACK")
-        finally:
-            self._lock.release()
-
-    @contextmanager
-    def _in_group(self) -> Iterator[sqlite3.Connection]:
-        """One transaction of :meth:`grouped`: a savepoint in the group's transaction (begun if none is open)."""
-        if not self._group_open:
-            self._lock.acquire()
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                self._lock.release()
-                raise self._busy_or_storage(exc) from None
-        self._group_open += 1
-        self._db.execute("SAVEPOINT grouped")
-        try:
-            yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK TO grouped")
-            raise
-        finally:
-            self._db.execute("RELEASE grouped")
-            if self._group_open >= self._group_every:
-                self._end_group(commit=True)
-
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        if self._group_every and self._group_owner == threading.get_ident():
-            with self._in_group() as db:
-                yield db
-            return
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if not (_is_vanished(exc) and self.ensure_current()):
-                    raise self._busy_or_storage(exc) from None
-                self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            try:
-                self._db.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                self._db.execute("ROLLBACK")
-                raise self._busy_or_storage(exc) from None
-            self._committed()
-
-    def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return list(self._db.execute(sql, params))
-            except sqlite3.OperationalError as exc:
-                if _is_vanished(exc) and self.ensure_current():
-                    return list(self._db.execute(sql, params))  # the cache was deleted: it starts over
-                if "locked" in str(exc) or "busy" in str(exc) or "disk" in str(exc) or "readonly" in str(exc):
-                    raise self._busy_or_storage(exc) from None
-                raise
-
-    def get_meta(self, key: str) -> str | None:
-        rows = self.execute("SELECT value FROM meta WHERE key=?", (key,))
-        return str(rows[0][0]) if rows else None
-
-    def set_meta(self, key: str, value: str) -> None:
-        self.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (key, value))
 
     # -- logs --------------------------------------------------------------------
 
@@ -1003,60 +736,6 @@ class Catalog:
 
     def duplicates(self) -> list[tuple[str, str, int]]:
         return [tuple(r) for r in self.execute("SELECT id, path, start FROM duplicates")]  # type: ignore[misc]
-
-
-#: Commits between two checkpoints by the background thread (each ingest call commits once, about
-#: 12 pages). A checkpoint writes the pages back and syncs the database file, and an ingest call
-#: whose log sync meets it waits for the disk: every 32 commits that was 3% of back-to-back calls and
-#: a quiet machine's p99 (7-9 ms at 10k, against 3.5 ms every 256; fewer checkpoints, each longer).
-CHECKPOINT_EVERY = 256
-#: SQLite's own checkpoint threshold (pages of WAL), above what CHECKPOINT_EVERY ingest commits write,
-#: so that it only catches what the thread did not (a bulk import's large commits): at most 16 MB of WAL.
-WAL_BACKSTOP_PAGES = 4000
-
-
-class _Checkpointer:
-    """A thread with its own connection that checkpoints the WAL when asked (``PASSIVE``: it never
-    waits for, nor blocks, a writer). Started by the first request, so a short command never has one."""
-
-    def __init__(self, db_path: Path) -> None:
-        self.db_path = db_path
-        self._wake = threading.Event()
-        self._stopping = False
-        #: Checkpoints done (for tests and curiosity).
-        self.runs = 0
-        self._thread = threading.Thread(target=self._run, name="vaultlcm-checkpoint", daemon=True)
-        self._thread.start()
-
-    def request(self) -> None:
-        self._wake.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        db: sqlite3.Connection | None = None
-        try:
-            while True:
-                self._wake.wait()
-                self._wake.clear()
-                if self._stopping:
-                    return
-                try:
-                    if db is None:
-                        db = sqlite3.connect(self.db_path, isolation_level=None, timeout=0)
-                    db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    self.runs += 1
-                except sqlite3.Error:
-                    # Only an optimization: SQLite still checkpoints by itself past its threshold.
-                    if db is not None:
-                        db.close()
-                    db = None
-        finally:
-            if db is not None:
-                db.close()
 
 
 def linear_order(rows: list[tuple[str, int, str | None, str]]) -> list[str]:
