@@ -24,9 +24,11 @@ Install it with ``pip install 'vaultlcm[tantivy]'``.
   segment buffers are built and freed. A writer that follows an engine commits
   a turn's documents a few times a second, so with one indexing thread per
   core it spread those buffers over twice as many arenas, each keeping 14-15
-  MiB freed. The writer that follows has :data:`FOLLOW_THREADS` indexing
-  thread; a rebuild, which indexes everything in one commit, takes a writer
-  with one per core for its duration (:meth:`TantivyIndex._n_rebuild`).
+  MiB freed, in proportion to the writer's heap. The writer that follows has
+  :data:`FOLLOW_THREADS` indexing thread and the least heap tantivy takes
+  (:data:`FOLLOW_HEAP`); a rebuild, which indexes everything in one commit,
+  takes a writer with one thread per core and :data:`WRITER_HEAP`
+  (:meth:`TantivyIndex._n_rebuild`).
 """
 
 from __future__ import annotations
@@ -55,9 +57,12 @@ except ImportError as exc:  # an optional extra
 #: Expand a prefix into at most this many scored terms; beyond it, a constant-score
 #: regex query matches them all (recall is what grep needs).
 MAX_PREFIX_TERMS = 512
-WRITER_HEAP = 64_000_000  # bytes; the writer flushes a segment when it fills up
+WRITER_HEAP = 64_000_000  # bytes; a rebuild's writer flushes a segment when it fills up
 #: Indexing threads of the writer between rebuilds (a turn's documents a commit; see the module's notes).
 FOLLOW_THREADS = 1
+#: Bytes of that writer's buffers: tantivy's least for one thread. A commit of a turn never fills it, and
+#: what each commit allocates (and frees) grows with it: 15 MiB less kept free by the arenas than at 64 MB.
+FOLLOW_HEAP = 15_000_000
 #: Indexing threads of a rebuild's writer: 0 lets tantivy take one per core (at most 8).
 REBUILD_THREADS = 0
 #: Seconds a searcher may sit unused before the pages it mapped are let go (:meth:`TantivyIndex._release`).
@@ -146,7 +151,8 @@ class TantivyIndex(BufferedIndex):
             self._n_become_writer()
 
     def _n_become_writer(self, threads: int = FOLLOW_THREADS) -> None:
-        self._writer = self._ix.writer(heap_size=WRITER_HEAP, num_threads=threads)
+        heap = FOLLOW_HEAP if threads == FOLLOW_THREADS else WRITER_HEAP
+        self._writer = self._ix.writer(heap_size=heap, num_threads=threads)
         self._writer_threads = threads
 
     def _swap_writer(self, threads: int) -> None:
