@@ -24,6 +24,11 @@ history. The machine is shared and noisy: read the slope, not single samples.
 what Python allocated in between and still holds, by traceback (what grows per
 message for the life of the process). Tracing slows the run several times.
 
+``--native-trace A:B`` records every allocation from message A to message B with memray (``pip
+install memray``), native stack frames included (SQLite's, tantivy's, tiktoken's allocations, which
+tracemalloc cannot see), and prints what was allocated in that window and is still held at B, by
+owning library and by stack: what grows in native memory, and whose it is.
+
 A run of 200k messages takes hours on a loaded 2-core machine: it is a slow
 benchmark, outside the test suite (the suite runs a few hundred messages as a
 smoke test). Compare two versions of the code in the same minutes by running this
@@ -107,7 +112,54 @@ def malloc_mib(trim: bool = False) -> dict[str, float] | None:
     arenas = _pymalloc_arenas()
     if arenas is not None:
         out["py_arenas"] = arenas / 2**20
+    heaps = malloc_arenas(libc)
+    if heaps:
+        # Per glibc arena (0 is the main thread's; the others are shared by the threads that allocate):
+        # which thread's heap grows, and whether it is memory in use or freed and kept.
+        out["arenas"] = len(heaps)
+        for nr, (size, free) in heaps.items():
+            out[f"arena{nr}_mib"] = round(size / 2**20, 2)
+            out[f"arena{nr}_used_mib"] = round((size - free) / 2**20, 2)
+    out["threads"] = _threads()
     return out
+
+
+def malloc_arenas(libc: Any) -> dict[int, tuple[int, int]]:
+    """Each glibc arena's bytes from the system and bytes free in it (``malloc_info``'s XML), by arena number."""
+    import ctypes
+    import re
+
+    with tempfile.NamedTemporaryFile(suffix=".xml") as tmp:
+        libc.fopen.restype = ctypes.c_void_p
+        libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+        libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        libc.fclose.argtypes = [ctypes.c_void_p]
+        fp = libc.fopen(tmp.name.encode(), b"w")
+        if not fp:
+            return {}
+        try:
+            libc.malloc_info(0, fp)
+        finally:
+            libc.fclose(fp)
+        text = Path(tmp.name).read_text()
+    heaps: dict[int, tuple[int, int]] = {}
+    for nr, body in re.findall(r'<heap nr="(\d+)">(.*?)</heap>', text, re.S):
+        current = re.search(r'<system type="current" size="(\d+)"', body)
+        free = sum(int(x) for x in re.findall(r'<total type="(?:fast|rest)" count="\d+" size="(\d+)"', body))
+        if current:
+            heaps[int(nr)] = (int(current.group(1)), free)
+    return heaps
+
+
+def _threads() -> int:
+    """Threads of this process now (``/proc/self/status``), 0 where unknown."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def _pymalloc_arenas() -> int | None:
@@ -224,6 +276,61 @@ def parse_trace(text: str | None) -> tuple[int, int] | None:
     if not 0 <= start < stop:
         raise argparse.ArgumentTypeError(f"--trace wants A:B with 0 <= A < B, not {text!r}")
     return start, stop
+
+
+#: Shared libraries whose frames name the owner of a native allocation, by a part of the file's path.
+OWNERS = (("tantivy", "tantivy"), ("sqlite", "sqlite"), ("tiktoken", "tiktoken"), ("_regex", "regex"),
+          ("yaml", "yaml"), ("pydantic", "pydantic"), ("watchdog", "watchdog"), ("libstdc++", "libstdc++"))
+
+
+def native_owner(stack: list[tuple[str, str, int]]) -> str:
+    """The library that made a native allocation: the innermost frame (function or file) naming a library in
+    :data:`OWNERS`, else ``python`` (the interpreter itself: objects, pymalloc's arenas, bytes and lists),
+    else ``other``. Rust libraries are stripped of file names, but their mangled symbols name the crate."""
+    for function, filename, _line in stack:
+        text = f"{function} {filename}".lower()
+        for needle, owner in OWNERS:
+            if needle in text:
+                return owner
+    if any("python" in filename.lower() or filename.endswith((".c", ".h")) for _f, filename, _l in stack):
+        return "python"
+    return "other"
+
+
+def native_trace_report(path: Path, messages: int, top: int = 20) -> str:
+    """What memray saw allocated between the window's ends and still held at its end, by owner and by stack."""
+    import memray
+
+    reader = memray.FileReader(str(path))
+    by_owner: dict[str, list[float]] = {}
+    stacks: list[tuple[int, int, str, list[str]]] = []
+    for rec in reader.get_leaked_allocation_records(merge_threads=True):
+        try:
+            native = [(f, fn, ln) for f, fn, ln in rec.native_stack_trace(max_stacks=40)]
+        except NotImplementedError:
+            native = []
+        try:
+            hybrid = [f"{f} {fn}:{ln}" for f, fn, ln in rec.hybrid_stack_trace(max_stacks=14)]
+        except NotImplementedError:
+            hybrid = [f"{f} {fn}:{ln}" for f, fn, ln in rec.stack_trace(max_stacks=8)]
+        owner = native_owner(native)
+        if "mmap" in str(rec.allocator).lower() and owner == "tantivy" and any(
+                "mmap_directory" in f for f, _fn, _ln in native):
+            owner = "tantivy file maps"  # the index's files: file-backed pages, not anonymous memory
+        acc = by_owner.setdefault(owner, [0.0, 0])
+        acc[0] += rec.size
+        acc[1] += rec.n_allocations
+        stacks.append((rec.size, rec.n_allocations, owner, hybrid))
+    total = sum(v[0] for v in by_owner.values())
+    lines = [f"memray: {total / 2**20:+.2f} MiB allocated and still held over {messages:,} messages "
+             f"({total / 2**20 / messages * 1000:+.3f} MiB per 1,000)"]
+    for owner, (size, count) in sorted(by_owner.items(), key=lambda kv: -kv[1][0]):
+        lines.append(f"  {owner:<10} {size / 2**20:+9.3f} MiB in {int(count):>8,} blocks "
+                     f"({size / 2**20 / messages * 1000:+.4f} MiB per 1,000)")
+    for size, count, owner, frames in sorted(stacks, key=lambda s: -s[0])[:top]:
+        lines.append(f"{size / 2**20:+8.3f} MiB {count:>8,} blocks  [{owner}]")
+        lines.extend(f"      {frame}" for frame in frames)
+    return "\n".join(lines)
 
 
 def trace_report(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, messages: int, top: int = 25) -> str:
@@ -344,7 +451,8 @@ def summarize(messages: int, samples: list[tuple[int, float]], anon: list[tuple[
 def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, grep_every: int,
         budget: int, backend: str | None = None, batch: str = "turn", trace: tuple[int, int] | None = None,
         progress: bool = False, partial: Path | None = None, inline: bool = False,
-        trim_probe: bool = False) -> dict[str, Any]:
+        trim_probe: bool = False, native_trace: tuple[int, int] | None = None,
+        native_file: Path | None = None) -> dict[str, Any]:
     """Drive one Engine through ``messages`` messages of agent traffic; the RSS samples and their slopes.
 
     With ``partial``, the samples so far are written there (JSON) at every sample, so a run
@@ -369,6 +477,8 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
     splits = Splits()
     trace_text = ""
     snapshot: tracemalloc.Snapshot | None = None
+    tracker: Any = None  # memray's, for --native-trace
+    native_text = ""
     t0 = time.perf_counter()
     last = [0, t0, 0]  # messages, time and turns at the previous sample
 
@@ -394,6 +504,10 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
                 files += "  malloc used {used:.1f} free {free:.1f} py blocks {py_kblocks:.0f}k".format(**heap)
                 if "py_arenas" in heap:
                     files += f" py arenas {heap['py_arenas']:.1f}"
+                if "arenas" in heap:
+                    files += f" arenas {heap['arenas']:.0f} threads {heap['threads']:.0f}"
+                    files += " [" + " ".join(f"{heap[f'arena{k}_used_mib']:.0f}/{heap[f'arena{k}_mib']:.0f}"
+                                             for k in range(int(heap["arenas"]))) + "]"
                 if "anon_trimmed" in heap:
                     files += f" anon after trim {heap['anon_trimmed']:.1f}"
             print(f"{i:>9,} messages  {samples[-1][1]:8.1f} MiB  (anon {anon[-1][1]:7.1f})  "
@@ -436,6 +550,23 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
                 snapshot = None
                 if progress:
                     print(trace_text, file=sys.stderr, flush=True)
+            if native_trace is not None and tracker is None and not native_text and before < native_trace[0] <= done:
+                import memray
+
+                assert native_file is not None
+                native_file.unlink(missing_ok=True)
+                tracker = memray.Tracker(native_file, native_traces=True,
+                                         file_format=memray.FileFormat.AGGREGATED_ALLOCATIONS)
+                tracker.__enter__()
+            if tracker is not None and native_trace is not None and before < native_trace[1] <= done:
+                tracker.__exit__(None, None, None)
+                tracker = None
+                assert native_file is not None
+                native_text = native_trace_report(native_file, done - native_trace[0])
+                if progress:
+                    print(native_text, file=sys.stderr, flush=True)
+        if tracker is not None:
+            tracker.__exit__(None, None, None)
         engine.wait_idle(600)
         end_rss = rss_mib()
     return {
@@ -448,6 +579,7 @@ def run(root: Path, messages: int, *, sample_every: int, assemble_every: int, gr
         "allocator": allocator,
         "pace": pace,
         "trace": trace_text,
+        "native_trace": native_text,
     }
 
 
@@ -464,6 +596,11 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=16_000, help="the engine's token budget")
     ap.add_argument("--trace", type=parse_trace, default=None, metavar="A:B",
                     help="print what Python allocated from message A to B and still holds (tracemalloc)")
+    ap.add_argument("--native-trace", type=parse_trace, default=None, metavar="A:B",
+                    help="record native allocations from message A to B with memray and print what is still held at "
+                         "B, by owning library (SQLite, tantivy, tiktoken, Python) and by stack")
+    ap.add_argument("--native-file", type=Path, default=Path("engine-memray.bin"),
+                    help="where --native-trace writes memray's capture (default: engine-memray.bin)")
     ap.add_argument("--inline", action="store_true",
                     help="compact in the calling thread (after_turn waits for it), so a profile sees it")
     ap.add_argument("--profile", type=Path, default=None, metavar="FILE",
@@ -485,7 +622,8 @@ def main() -> int:
     options: dict[str, Any] = dict(sample_every=args.sample_every, assemble_every=args.assemble_every,
                                    grep_every=args.grep_every, budget=args.budget, backend=args.backend,
                                    batch=args.batch, trace=args.trace, progress=True, partial=args.out,
-                                   inline=args.inline, trim_probe=args.trim_probe)
+                                   inline=args.inline, trim_probe=args.trim_probe,
+                                   native_trace=args.native_trace, native_file=args.native_file)
     if args.keep is not None:
         if args.keep.exists():
             ap.error(f"--keep {args.keep}: already exists; name a new folder")

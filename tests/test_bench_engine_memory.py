@@ -112,3 +112,32 @@ def test_the_allocator_probe_sees_native_and_python_memory() -> None:
         assert during["py_arenas"] > before["py_arenas"]
     assert 0 < during["anon_trimmed"]
     del held, small
+
+
+def test_native_owner_names_the_library_from_its_frames() -> None:
+    rust = ("_RNvMNtNtCskrKLAw2XkKT_7tantivy7indexer12index_writerNtB2_11IndexWriter6commit", "<unknown>", 0)
+    assert bench.native_owner([("malloc", "<unknown>", 0), rust]) == "tantivy"
+    assert bench.native_owner([("sqlite3Malloc", "<unknown>", 0), ("stmt_step", "Modules/_sqlite/cursor.c", 5)]) \
+        == "sqlite"
+    assert bench.native_owner([("PyUnicode_New", "Objects/unicodeobject.c", 1425)]) == "python"
+    assert bench.native_owner([("start_thread", "./nptl/pthread_create.c", 442)]) == "python"  # a C file
+    assert bench.native_owner([("??", "<unknown>", 0)]) == "other"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_info and /proc")
+def test_allocator_samples_give_each_arena_and_the_threads() -> None:
+    import threading
+
+    heap = bench.malloc_mib()
+    if heap is None:
+        pytest.skip("not glibc")
+    assert heap["threads"] >= 1 and heap["arenas"] >= 1
+    assert 0 <= heap["arena0_used_mib"] <= heap["arena0_mib"]
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (bytearray(1 << 20), done.wait(10)))
+    t.start()
+    try:
+        assert bench.malloc_mib()["threads"] == heap["threads"] + 1  # type: ignore[index]
+    finally:
+        done.set()
+        t.join()
