@@ -224,12 +224,7 @@ class CatalogDB:
         self._group_open = 0
         try:
             if commit:
-                try:
-                    self._db.execute("COMMIT")
-                except sqlite3.OperationalError as exc:
-                    self._db.execute("ROLLBACK")
-                    raise self._busy_or_storage(exc) from None
-                self._committed()
+                self._commit()
             else:
                 self._db.execute("ROLLBACK")
         finally:
@@ -241,10 +236,10 @@ class CatalogDB:
         if not self._group_open:
             self._lock.acquire()
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
+                self._begin(reopen=False)
+            except BaseException:
                 self._lock.release()
-                raise self._busy_or_storage(exc) from None
+                raise
         self._group_open += 1
         self._db.execute("SAVEPOINT grouped")
         try:
@@ -264,23 +259,32 @@ class CatalogDB:
                 yield db
             return
         with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if not (_is_vanished(exc) and self.ensure_current()):
-                    raise self._busy_or_storage(exc) from None
-                self._db.execute("BEGIN IMMEDIATE")
+            self._begin(reopen=True)
             try:
                 yield self._db
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            try:
-                self._db.execute("COMMIT")
-            except sqlite3.OperationalError as exc:
-                self._db.execute("ROLLBACK")
+            self._commit()
+
+    def _begin(self, *, reopen: bool) -> None:
+        """``BEGIN IMMEDIATE`` (the caller holds the lock); ``reopen``: once more on a fresh connection when
+        the file was deleted under this one. A busy or broken catalog raises a typed error."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not (reopen and _is_vanished(exc) and self.ensure_current()):
                 raise self._busy_or_storage(exc) from None
-            self._committed()
+            self._db.execute("BEGIN IMMEDIATE")
+
+    def _commit(self) -> None:
+        """``COMMIT`` the open transaction (rolled back, with a typed error, when it cannot), and count it."""
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            self._db.execute("ROLLBACK")
+            raise self._busy_or_storage(exc) from None
+        self._committed()
 
     def execute(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[tuple[Any, ...]]:
         with self._lock:
