@@ -410,3 +410,13 @@ def test_log_days_and_titles_render_any_date_as_strftime_does(at: datetime) -> N
     assert sm.day == at.strftime("%Y-%m-%d")
     data = render_entry(sm, MemStore(), count_tokens=count_tokens, large_tokens=25_000)
     assert f"{at.strftime('%Y-%m-%d %H:%M:%S')}".encode() in data
+
+
+def test_the_first_and_last_naive_datetimes_render_as_utc() -> None:
+    # Found by the property test above in one CI run: a naive datetime was converted through the
+    # machine's local time, which fails at year 1 (and would shift the stamp off the log's day elsewhere).
+    for at in (datetime.min, datetime.max, datetime(2026, 3, 29, 1, 30)):
+        sm = StoredMessage(Message(id="m-1", role="user", content=[]), "c", 1, at, 1)
+        data = render_entry(sm, MemStore(), count_tokens=count_tokens, large_tokens=25_000)
+        assert at.strftime("%Y-%m-%d %H:%M:%S").encode() in data
+        assert format_timestamp(at).startswith(at.strftime("%Y-%m-%dT%H:%M:%S"))

@@ -246,8 +246,11 @@ def parse_timestamp(value: str, *, source: str | None = None, line: int | None =
 
 
 def format_timestamp(dt: datetime) -> str:
-    """Canonical timestamp text: UTC, microseconds only when present, ``Z`` suffix."""
-    dt = dt.astimezone(UTC)
+    """Canonical timestamp text: UTC, microseconds only when present, ``Z`` suffix.
+
+    A naive ``dt`` is UTC, as :func:`parse_timestamp` reads one (never the machine's local time,
+    which also fails for the first and last days Python can represent)."""
+    dt = dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
     if dt.microsecond:
         return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return dt.strftime("%Y-%m-%dT%H:%M:%SZ")
