@@ -32,6 +32,8 @@ pure function of the DAG and the costs (no file is read or written here).
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -193,21 +195,33 @@ def _try_unfold(items: list[Item], i: int, used: int, room: int, source: Source,
 
 
 def _unfold_levels(items: list[Item], used: int, room: int, source: Source, run_cost: int) -> int:
-    """Unfold condensed nodes deepest first, newest first within a depth, into their children only."""
-    skipped: set[str] = set()
-    while True:
-        candidates = [(it.depth or 0, it.first, k) for k, it in enumerate(items)
-                      if it.summary is not None and it.summary.kind != "leaf" and it.id not in skipped]
-        if not candidates:
-            return used
-        _, _, k = max(candidates)
-        kids = source.children(items[k])
+    """Unfold condensed nodes deepest first, newest first within a depth, into their children only.
+
+    The next node to try is taken from a heap (deepest, then newest first) rather than by scanning the
+    cut for it each time, which made a plan quadratic in the items of the cut. Items are disjoint spans
+    in conversation order, so a node's place in the cut is found by its first message (bisect), and no
+    two candidates tie.
+    """
+    heap = [(-(it.depth or 0), -it.first, n, it) for n, it in enumerate(items) if _condensed(it)]
+    heapq.heapify(heap)
+    pushed = len(heap)
+    while heap:
+        *_, item = heapq.heappop(heap)
+        k = bisect.bisect_left(items, item.first, key=lambda it: it.first)
+        kids = source.children(item)
         delta = _delta(items, k, kids, run_cost) if kids else room + 1
         if kids and used + delta <= room:
             items[k : k + 1] = kids
             used += delta
-        else:
-            skipped.add(items[k].id)
+            for kid in kids:
+                if _condensed(kid):
+                    heapq.heappush(heap, (-(kid.depth or 0), -kid.first, pushed, kid))
+                    pushed += 1
+    return used
+
+
+def _condensed(item: Item) -> bool:
+    return item.summary is not None and item.summary.kind != "leaf"
 
 
 def can_unfold(items: list[Item], i: int, source: Source, room: int, run_cost: int) -> bool:
