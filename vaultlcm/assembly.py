@@ -300,7 +300,7 @@ class _History:
         self.fmt = fmt
         # An estimate plans with the catalog's counts alone: nothing is measured as rendered.
         self.estimate = estimate
-        self._estimates: dict[str, int] = {}
+        self._costs: dict[str, int] = {}
         self.messages: dict[str, Message] = {}
         self.exact: dict[str, int] = {}
         self._children: dict[str, list[MessageRow | SummaryRow]] = {}
@@ -318,12 +318,12 @@ class _History:
                     message=row)
 
     def summary_item(self, row: SummaryRow) -> Item:
-        if self.estimate:
-            cost = self._estimates.get(row.id)
-            if cost is None:
-                cost = self._estimates[row.id] = self.asm.known_summary_cost(row)
-        else:
-            cost = self.asm.summary_cost(row)
+        # One cost per node for the whole call: the planner asks for the same children again as it
+        # unfolds, and each answer would render and hash the node's block anew.
+        cost = self._costs.get(row.id)
+        if cost is None:
+            cost = self._costs[row.id] = (self.asm.known_summary_cost(row) if self.estimate
+                                          else self.asm.summary_cost(row))
         first = row.first_seq if row.first_seq is not None else 0
         last = row.last_seq if row.last_seq is not None else first
         return Item("summary", first, last, cost, max(1, row.descendant_count), summary=row)
