@@ -10,8 +10,11 @@ then the FTS5 per-message commit (``synchronous=FULL``) on its copy. The order
 of the trees alternates between rounds. Prints each run and the medians over
 the rounds: wall p50/p99, CPU p50 (the process's, every thread), and with
 ``--stages`` the median time of each stage of a call (``perf_counter_ns``
-around the functions named in :data:`STAGES`, those a tree has). The copies
-are deleted after each run; the build is never written.
+around the functions named in :data:`STAGES`, those a tree has). With
+``--slowest N``, the N slowest calls of each run are printed one by one: their
+stages, the garbage collector's pauses inside them, and how long a catalog
+checkpoint (which runs on a thread of its own) overlapped them: what makes the
+p99. The copies are deleted after each run; the build is never written.
 """
 
 from __future__ import annotations
@@ -43,12 +46,13 @@ STAGES = [
     ("vaultlcm.fsutil", "PendingSync.wait", "waiting for the sync"),
     ("vaultlcm.catalog", "Catalog.record_append", "catalog transaction"),
     ("os", "fdatasync", "fdatasync itself"),
+    ("vaultlcm.catalog_db", "_Checkpointer._checkpoint", "checkpoint (its own thread)"),
 ]
 
 CHILD = """
-    import importlib, json, sys, time
-    root, n, stages = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3])
-    acc, cur = {}, {}
+    import gc, importlib, json, sys, time
+    root, n, stages, slowest = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])
+    acc, cur, spans, pauses = {}, {}, [], []
 
     def timed(f, label):
         def wrapper(*args, **kwargs):
@@ -56,8 +60,18 @@ CHILD = """
             try:
                 return f(*args, **kwargs)
             finally:
-                cur[label] = cur.get(label, 0) + time.perf_counter_ns() - t
+                end = time.perf_counter_ns()
+                cur[label] = cur.get(label, 0) + end - t
+                if label.startswith("checkpoint"):
+                    spans.append((t, end))  # it runs on its own thread: which calls did it overlap?
+
         return wrapper
+
+    def on_gc(phase, info):
+        pauses.append((phase, time.perf_counter_ns()))
+
+    if slowest:
+        gc.callbacks.append(on_gc)
 
     for module, attr, label in stages:
         owner = importlib.import_module(module)
@@ -67,24 +81,33 @@ CHILD = """
         if owner is not None and hasattr(owner, name):
             setattr(owner, name, timed(getattr(owner, name), label))
     from vaultlcm import Vault
-    lat, cpu = [], []
+    lat, cpu, calls = [], [], []
     with Vault(root) as v:
         v.ingest("agent", [{"role": "user", "content": "warm up"}])
         for i in range(n):
             cur.clear()
-            t0, c0 = time.perf_counter(), time.process_time()
+            pauses.clear()
+            t0, c0, ns0 = time.perf_counter(), time.process_time(), time.perf_counter_ns()
             v.ingest("agent", [{"role": "user" if i % 2 else "assistant", "content": f"agent turn {i}: deploy went fine"}])
+            ns1 = time.perf_counter_ns()
             lat.append(time.perf_counter() - t0)
             cpu.append(time.process_time() - c0)
             for label, ns in cur.items():
                 acc.setdefault(label, []).append(ns)
+            if slowest:
+                gc_ns = sum(b - a for (pa, a), (pb, b) in zip(pauses[::2], pauses[1::2]))
+                overlap = sum(max(0, min(ns1, b) - max(ns0, a)) for a, b in spans[-4:])
+                calls.append({"call": i, "ms": (ns1 - ns0) / 1e6, "gc_ms": gc_ns / 1e6,
+                              "checkpoint_overlap_ms": overlap / 1e6,
+                              "stages_us": {k: round(ns / 1e3) for k, ns in cur.items()}})
     import vaultlcm
+    calls = sorted(calls, key=lambda c: -c["ms"])[:slowest]
     print(json.dumps({"lat": lat, "cpu": cpu, "stages": {k: sorted(x)[len(x) // 2] / 1e3 for k, x in acc.items()},
-                      "vaultlcm": vaultlcm.__file__}))
+                      "slowest": calls, "vaultlcm": vaultlcm.__file__}))
 """
 
 
-def run_tree(code: Path, vault: Path, work: Path, calls: int, stages: bool) -> dict[str, Any]:
+def run_tree(code: Path, vault: Path, work: Path, calls: int, stages: bool, slowest: int = 0) -> dict[str, Any]:
     copy = work / "vault"
     shutil.rmtree(copy, ignore_errors=True)
     subprocess.run(["cp", "-a", str(vault), str(copy)], check=True)
@@ -92,7 +115,8 @@ def run_tree(code: Path, vault: Path, work: Path, calls: int, stages: bool) -> d
         # Run from the work folder: ``python -c`` puts the current folder first on sys.path, before
         # PYTHONPATH, and a vaultlcm package there would be measured instead of the tree.
         proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), str(copy), str(calls),
-                               json.dumps(STAGES if stages else [])], capture_output=True, text=True, check=False,
+                               json.dumps(STAGES if stages or slowest else []), str(slowest)],
+                              capture_output=True, text=True, check=False,
                               cwd=work, env={**os.environ, "PYTHONPATH": str(code)})
         if proc.returncode != 0:
             raise RuntimeError(f"benchmark child ({code}) failed:\n{proc.stderr[-3000:]}")
@@ -117,7 +141,8 @@ def run_fts5(db: Path, work: Path, calls: int) -> dict[str, Any]:
 
 def figures(run: dict[str, Any]) -> dict[str, Any]:
     return {"p50_ms": percentile(run["lat"], 50) * 1e3, "p99_ms": percentile(run["lat"], 99) * 1e3,
-            "cpu_p50_ms": percentile(run["cpu"], 50) * 1e3, "stages_us": run["stages"]}
+            "cpu_p50_ms": percentile(run["cpu"], 50) * 1e3, "stages_us": run["stages"],
+            "slowest": run.get("slowest", [])}
 
 
 def main() -> int:
@@ -129,6 +154,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--stages", action="store_true", help="also time each stage of a call")
+    ap.add_argument("--slowest", type=int, default=0, metavar="N",
+                    help="also print the N slowest calls of each run: their stages, the garbage collector's "
+                         "pauses and how long a catalog checkpoint (on its own thread) overlapped them")
     ap.add_argument("--out", type=Path, default=None, help="write every run and the medians here (JSON)")
     args = ap.parse_args()
     trees = dict(c.split("=", 1) for c in args.code)
@@ -139,13 +167,17 @@ def main() -> int:
             names = list(trees) if r % 2 == 0 else list(reversed(trees))
             for name in [*names, "fts5"]:
                 run = (run_fts5(args.fts5, work, args.calls) if name == "fts5"
-                       else run_tree(Path(trees[name]), args.vault, work, args.calls, args.stages))
+                       else run_tree(Path(trees[name]), args.vault, work, args.calls, args.stages, args.slowest))
                 row = figures(run)
                 runs[name].append(row)
                 stages = "  " + json.dumps({k: round(v) for k, v in sorted(row["stages_us"].items())}) \
                     if row["stages_us"] else ""
                 print(f"round {r} {name:>8}: wall p50 {row['p50_ms']:.3f} ms, p99 {row['p99_ms']:.2f} ms, "
                       f"CPU p50 {row['cpu_p50_ms']:.3f} ms{stages}", flush=True)
+                for call in run.get("slowest", []):
+                    print(f"    slow call {call['call']:>5}: {call['ms']:.2f} ms, checkpoint overlap "
+                          f"{call['checkpoint_overlap_ms']:.2f} ms, gc {call['gc_ms']:.2f} ms  "
+                          + json.dumps(call["stages_us"]), flush=True)
     ref = statistics.median(r["p50_ms"] for r in runs["fts5"])
     medians = {}
     print(f"medians over {args.rounds} rounds (load {os.getloadavg()[0]:.1f}):")

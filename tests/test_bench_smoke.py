@@ -129,7 +129,7 @@ def test_ingest_ab_script_runs_two_trees_and_fts5(tiny_run: tuple[Path, str]) ->
     out = subprocess.run(
         [sys.executable, str(SCRIPT.parent / "bench_ingest_ab.py"), str(vault), str(work / "vaults" / "fts-40.sqlite"),
          "--code", f"a={ROOT}", "--code", f"b={ROOT}", "--rounds", "2", "--calls", "3", "--stages",
-         "--out", str(work / "ab.json")],
+         "--slowest", "2", "--out", str(work / "ab.json")],
         capture_output=True, text=True, timeout=200, check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -140,4 +140,7 @@ def test_ingest_ab_script_runs_two_trees_and_fts5(tiny_run: tuple[Path, str]) ->
         stages = data["runs"][name][0]["stages_us"]
         assert {"catalog transaction", "rendering", "fdatasync itself"} <= set(stages)
         assert data["medians"][name]["cpu_p50_ms"] > 0
+    slow = [line for line in out.stdout.splitlines() if line.lstrip().startswith("slow call")]
+    assert len(slow) == 2 * 2 * 2, out.stdout  # two slowest calls of each run of each tree
+    assert all("checkpoint overlap" in line and "fdatasync itself" in line for line in slow), slow
     assert sorted((p.relative_to(vault), p.stat().st_size) for p in vault.rglob("*") if p.is_file()) == before
