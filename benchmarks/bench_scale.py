@@ -564,17 +564,20 @@ BEGIN, END = "<!-- bench_scale:begin -->", "<!-- bench_scale:end -->"
 
 
 def write_docs(results: list[dict[str, Any]], command: str, docs: Path) -> list[Path]:
-    """Put the table between the markers of ``docs/PERFORMANCE.md`` and write the chart next to it."""
+    """Put the table between the markers of ``docs/PERFORMANCE.md`` and write the chart next to it, and
+    the raw results behind both in ``performance.json`` (``--render docs/performance.json`` gives the
+    table again, ``--merge`` adds a new run of one size to it: the results outlive the machine)."""
     docs.mkdir(parents=True, exist_ok=True)
-    page, chart = docs / "PERFORMANCE.md", docs / "performance.svg"
+    page, chart, raw = docs / "PERFORMANCE.md", docs / "performance.svg", docs / "performance.json"
     chart.write_text(svg_chart(results), encoding="utf-8")
+    raw.write_text(json.dumps({"command": command, "results": results}, indent=1) + "\n", encoding="utf-8")
     block = f"{BEGIN}\n{render(results, command)}\n![Latency against history size](performance.svg)\n{END}"
     text = page.read_text(encoding="utf-8") if page.exists() else f"# Performance\n\n{BEGIN}\n{END}\n"
     if BEGIN not in text or END not in text:
         text = text.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"
     head, rest = text.split(BEGIN, 1)
     page.write_text(head + block + rest.split(END, 1)[1], encoding="utf-8")
-    return [page, chart]
+    return [page, chart, raw]
 
 
 def main() -> int:

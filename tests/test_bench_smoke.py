@@ -56,6 +56,10 @@ def test_render_and_docs_reproduce_the_table(tiny_run: tuple[Path, str]) -> None
     again = subprocess.run([sys.executable, str(SCRIPT), "--render", str(work / "scale.json")],
                            capture_output=True, text=True, timeout=60, check=True).stdout
     assert again == table
+    # The raw results are kept beside the table, so that a later session can render or extend it.
+    kept = subprocess.run([sys.executable, str(SCRIPT), "--render", str(work / "docs" / "performance.json")],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
+    assert kept == table
     page = (work / "docs" / "PERFORMANCE.md").read_text()
     assert "<!-- bench_scale:begin -->" in page and "<!-- bench_scale:end -->" in page
     assert table.strip() in page and "performance.svg" in page
