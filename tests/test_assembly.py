@@ -379,6 +379,17 @@ def short_session(n: int) -> list[dict[str, Any]]:
              "content": f"message {i}: the build on staging uses port {8000 + i}"} for i in range(n)]
 
 
+
+def test_a_found_history_fills_the_budget_to_the_dag_s_granularity(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history hypothesis found (kept in ``fixtures/regressions``): a plan overshot the budget by two
+    tokens, and the search for the room, stepping by the overshoot, ended on the smaller plan with 227
+    tokens free that an older leaf's children fit in. Every rule holds at each of its budgets."""
+    case = json.loads((Path(__file__).parent / "fixtures" / "regressions" / "assembly-fill-search.json").read_text())
+    monkeypatch.setitem(globals(), "event", lambda *args, **kwargs: None)  # hypothesis's events: only inside @given
+    run_rules(tmp_path / "v", case["history"], Settings(**case["settings"]), case["budgets"], case["compaction"],
+              case["format"])
+
 def test_sixty_short_messages_keep_their_tail_and_stay_raw(tmp_path: Path) -> None:
     Vault.init(tmp_path).close()
     (tmp_path / "s.jsonl").write_text("\n".join(json.dumps(m) for m in short_session(60)))

@@ -789,13 +789,16 @@ class Assembler:
         tail_items = [hist.message_item(r) for r in tail.rows]
         best: AssembledContext | None = None
         seen: dict[tuple[str, ...], int] = {}  # plans already rendered, with their rendered size
+        # The largest room whose plan rendered within the budget, and the smallest whose plan did not.
+        fits: int | None = None
+        over: int | None = None
         for _ in range(_SEARCH_STEPS):
             cut = self._plan(hist, base, room)
             key = tuple(i.id for i in cut.items)
             if key in seen:
                 # Moving the room did not change the plan: its size is known, move on from it.
                 size = seen[key]
-                if size <= budget:
+                if size <= budget and over is None:
                     break
             else:
                 ctx = self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist,
@@ -806,7 +809,19 @@ class Assembler:
             gap = budget - size
             if 0 <= gap <= max(_FILL_TOLERANCE, budget // 200) or cut.verbatim:
                 break
-            room += gap if gap > 0 else gap - 1
+            if size <= budget:
+                fits = room if fits is None else max(fits, room)
+            else:
+                over = room if over is None else min(over, room)
+            if fits is not None and over is not None:
+                # Between a plan that fits and one that does not, halve the interval: stepping by the
+                # few tokens a plan overshot took as many steps as there were tokens, and the search
+                # ended on the smaller plan with room left that an older summary's children would fill.
+                if over - fits <= 1:
+                    break
+                room = (fits + over) // 2
+            else:
+                room += gap if gap > 0 else gap - 1
         if best is not None:
             return best
         # Last resort: drop the oldest history items until it fits (the tail alone fits, see above).
