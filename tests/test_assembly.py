@@ -251,8 +251,9 @@ def check_context(v: Vault, conv: str, ids: list[str], budget: int, fmt: str) ->
         # the newest turn alone did not fit: its user message stays, stubs name what is left out
         # (without a user message the anchor is the newest message; a tool result too big for the
         # budget is itself shown as a stub, as any other result of the turn would be)
-        assert ids[anchor] in ctx.message_ids or (not is_user_turn(natives[anchor])
-                                                  and ids[anchor] in {s["message"] for s in ctx.stubbed})
+        # (an anchor the repairs could not pair, a second result for a duplicate call id, is left out)
+        assert ids[anchor] in ctx.message_ids or ids[anchor] in unpaired or (
+            not is_user_turn(natives[anchor]) and ids[anchor] in {s["message"] for s in ctx.stubbed})
         if set(turn) & set(ctx.omitted_ids):
             # messages of the turn go only once every result worth a stub is a stub
             stubs = {(s["message"], s["call_id"]) for s in ctx.stubbed}
