@@ -189,7 +189,65 @@ def _count(text: str) -> int:
     memo = _memo.get()
     if memo is not None:
         return memo.count(text)
-    return len(encoding().encode(text, disallowed_special=()))
+    return count_by_words(text)
+
+
+#: Word pieces up to this many characters are remembered by :func:`count_by_words` (a word and its space).
+WORD_MAX_CHARS = 40
+#: Word pieces remembered per generation (the newest, and the generation before: a megabyte or two at most).
+WORD_MEMO_SIZE = 1 << 14
+_words_young: dict[str, int] = {}
+_words_old: dict[str, int] = {}
+
+
+def _word_count(piece: str) -> int:
+    """The tokens of one word piece, remembered in two generations (as ``linecount.count_piece``)."""
+    global _words_young, _words_old
+    hit = _words_young.get(piece)
+    if hit is not None:
+        return hit
+    hit = _words_old.get(piece)
+    if hit is None:
+        hit = len(encoding().encode_ordinary(piece))
+        if len(piece) > WORD_MAX_CHARS:
+            return hit  # a path, a hash, a blob: seldom seen again
+    if len(_words_young) >= WORD_MEMO_SIZE:
+        _words_young, _words_old = {}, _words_young
+    _words_young[piece] = hit
+    return hit
+
+
+def count_by_words(text: str) -> int:
+    """``len(encode(text))``, summed over the word pieces of ``text``: each a space and what follows it.
+
+    The text is cut before every space (U+0020) that follows a character other than white space.
+    No branch of the ``cl100k_base`` pre-tokenizer (:data:`_PATTERN`) takes such a space together
+    with the character before it: a space only ever opens a piece (`` ?[^\\s…]``, ``[^\\r\\n…]?+\\p{L}``)
+    or sits in a run of white space. So the piece holding that character ends right before the
+    space, and the next begins at it. The pattern has no look-behind, and whatever it reads past the
+    cut (letters, digits, marks, line breaks, the end for ``$``) stops at a space as it stops at the
+    end of the text, so the pieces, and the tokens merged inside them, are those of the parts counted
+    apart. Python's ``isspace`` takes in every character the pattern's ``\\s`` does (and a few more,
+    where a cut is merely not made). Special tokens are counted as text, as everywhere here.
+
+    Words come back again and again (a message's sentences are the words its source was counted
+    with, a note's lines the words of its units), and a remembered word is a dictionary lookup
+    where the encoder would scan and merge it again. ``tests/test_tokens.py`` checks it on any text.
+    """
+    parts = text.split(" ")
+    if len(parts) == 1:
+        return _word_count(text) if len(text) <= WORD_MAX_CHARS else len(encoding().encode_ordinary(text))
+    total = 0
+    group = [parts[0]]
+    last = parts[0]
+    for part in parts[1:]:
+        if last and not last[-1].isspace():
+            total += _word_count(" ".join(group))
+            group = [" " + part]
+        else:
+            group.append(part)  # a space after white space (or the first) is no cut: it stays with what is before
+        last = part
+    return total + _word_count(" ".join(group))
 
 
 class CountCache:
