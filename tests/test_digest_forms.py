@@ -172,3 +172,24 @@ def test_remembered_dates_and_numbers_are_the_gates_matches(text: str) -> None:
     t = text[: facts.MAX_UNIT_CHARS]
     assert list(facts.dates_in(t)) == [m.group() for m in facts.DATE_RE.finditer(t)]
     assert list(facts.numbers_in(t)) == [m.group() for m in facts.NUMBER_UNIT_RE.finditer(t)]
+
+
+GATES = {f"{mod.__name__}.{name}": g for mod in (facts, phrases) for name, g in vars(mod).items()
+         if isinstance(g, facts.Gated)}
+#: Caseless punctuation the gates accept as text to lower-case, and letters that are not.
+CASELESS = ["…", "→", "←", "·", "—", "–", "‘", "’", "“", "”", "•", "ſ", "K", "İ", "ı", "é", "\u00a0", "\\", "'"]
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_gate_found_in_lower_case_where_its_pattern_matches(data: st.DataObject) -> None:
+    for name, gate in sorted(GATES.items()):
+        word = st.sampled_from(sorted(set(gate.needs) | {"the", "i", "I'd", "TODO", "PR", "FYI", "ValueError"}))
+        cased = st.tuples(word, st.sampled_from([str.lower, str.upper, str.title, str])).map(lambda wf: wf[1](wf[0]))
+        text = data.draw(st.lists(st.one_of(cased, st.sampled_from(CASELESS + PIECES), st.text(max_size=4)),
+                                  max_size=20).map("".join), label=name)
+        assert gate.found(text) == (gate.pattern.search(text) is not None), (name, text)
+
+
+def test_a_lowered_pattern_keeps_its_escapes() -> None:
+    assert facts._lowered(r"\bTODO\b|\B(?:X)\S[A-Z]\\W") == r"\btodo\b|\B(?:x)\S[a-z]\\w"

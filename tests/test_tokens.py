@@ -105,4 +105,5 @@ def test_remembered_word_pieces_stay_bounded(monkeypatch: pytest.MonkeyPatch) ->
     text = " ".join(f"w{i}" for i in range(100))
     assert tokens.count_by_words(text) == len(tokens.encoding().encode(text))
     assert len(tokens._words_young) <= 8 and len(tokens._words_old) <= 8
-    assert all(len(piece) <= tokens.WORD_MAX_CHARS for piece in tokens._words_young)
+    assert all(len(key if isinstance(key, str) else key[0]) <= tokens.WORD_MAX_CHARS
+               for key in tokens._words_young)

@@ -27,6 +27,7 @@ import hashlib
 import importlib.util
 import marshal
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -192,29 +193,39 @@ def _count(text: str) -> int:
     return count_by_words(text)
 
 
-#: Word pieces up to this many characters are remembered by :func:`count_by_words` (a word and its space).
-WORD_MAX_CHARS = 40
-#: Word pieces remembered per generation (the newest, and the generation before: a megabyte or two at most).
+#: Word pieces up to this many characters are remembered by :func:`count_by_words` (a word and its space,
+#: a note's link).
+WORD_MAX_CHARS = 96
+#: A space after white space: no cut before it (see :func:`count_by_words`).
+_SPACE_AFTER_SPACE = re.compile(r"\s ")
+#: Word pieces remembered per generation (the newest, and the generation before: a few megabytes at most).
+#: A piece that opens with a space (most) is kept under the text after its space, so the parts of a text
+#: split at its spaces are its keys as they are; any other piece under a 1-tuple of itself.
 WORD_MEMO_SIZE = 1 << 14
-_words_young: dict[str, int] = {}
-_words_old: dict[str, int] = {}
+_words_young: dict[str | tuple[str], int] = {}
+_words_old: dict[str | tuple[str], int] = {}
 
 
-def _word_count(piece: str) -> int:
-    """The tokens of one word piece, remembered in two generations (as ``linecount.count_piece``)."""
+def _piece_count(key: str | tuple[str], piece: str) -> int:
+    """The tokens of one word ``piece`` (kept under ``key``), remembered in two generations (as
+    ``linecount.count_piece``): bounded in a process that runs for months."""
     global _words_young, _words_old
-    hit = _words_young.get(piece)
+    hit = _words_young.get(key)
     if hit is not None:
         return hit
-    hit = _words_old.get(piece)
+    hit = _words_old.get(key)
     if hit is None:
         hit = len(encoding().encode_ordinary(piece))
         if len(piece) > WORD_MAX_CHARS:
             return hit  # a path, a hash, a blob: seldom seen again
     if len(_words_young) >= WORD_MEMO_SIZE:
         _words_young, _words_old = {}, _words_young
-    _words_young[piece] = hit
+    _words_young[key] = hit
     return hit
+
+
+def _count_piece(piece: str) -> int:
+    return _piece_count(piece[1:], piece) if piece.startswith(" ") else _piece_count((piece,), piece)
 
 
 def count_by_words(text: str) -> int:
@@ -236,18 +247,27 @@ def count_by_words(text: str) -> int:
     """
     parts = text.split(" ")
     if len(parts) == 1:
-        return _word_count(text) if len(text) <= WORD_MAX_CHARS else len(encoding().encode_ordinary(text))
+        return _piece_count((text,), text) if text else 0
+    if not _SPACE_AFTER_SPACE.search(text):
+        # Every space follows a character other than white space (or opens the text, a cut before
+        # nothing): each part after the first is a piece without its space, its key as it is. Most
+        # texts; their remembered pieces are looked up in one go.
+        counts = list(map(_words_young.get, parts))
+        counts[0] = _piece_count((parts[0],), parts[0]) if parts[0] else 0
+        if None in counts:
+            counts = [_piece_count(part, " " + part) if n is None else n for n, part in zip(counts, parts)]
+        return sum(counts)  # type: ignore[arg-type]  # no None left
     total = 0
     group = [parts[0]]
     last = parts[0]
     for part in parts[1:]:
         if last and not last[-1].isspace():
-            total += _word_count(" ".join(group))
+            total += _count_piece(" ".join(group))
             group = [" " + part]
         else:
             group.append(part)  # a space after white space (or the first) is no cut: it stays with what is before
         last = part
-    return total + _word_count(" ".join(group))
+    return total + _count_piece(" ".join(group))
 
 
 class CountCache:

@@ -158,6 +158,19 @@ class Gated:
     def __init__(self, pattern: re.Pattern[str], needs: tuple[str, ...]) -> None:
         self.pattern = pattern
         self.needs = needs
+        #: The pattern in lower case, without ``IGNORECASE``, for the lower-cased text :meth:`found` has:
+        #: on that text it matches where the pattern matches the text, and the engine compares plain
+        #: characters (a case-insensitive one checks every branch of an alternation at every position).
+        self.lowered = (re.compile(_lowered(pattern.pattern), pattern.flags & ~re.IGNORECASE)
+                        if pattern.flags & re.IGNORECASE else None)
+
+    def found(self, text: str, low: str | None = "") -> bool:
+        """``bool(self.search(text, low))``, for a caller that only asks whether the pattern matches."""
+        if low == "":
+            low = ascii_lower(text)
+        if low is None or self.lowered is None:
+            return self.search(text, low) is not None
+        return self.may_match(text, low) and self.lowered.search(low) is not None
 
     def search(self, text: str, low: str | None = "") -> re.Match[str] | None:
         """``pattern.search(text)``; ``low`` is :func:`ascii_lower` of ``text`` when the caller has it."""
@@ -179,6 +192,16 @@ class Gated:
             if word in low:
                 return True
         return False
+
+
+def _lowered(source: str) -> str:
+    """A pattern's source with its letters in lower case, escapes (``\\B``, ``\\S``, ``\\W``) left as written."""
+    out: list[str] = []
+    escaped = False
+    for ch in source:
+        out.append(ch if escaped else ch.lower())
+        escaped = not escaped and ch == "\\"
+    return "".join(out)
 
 
 #: Characters beyond ASCII that have no case and match no letter case-insensitively: the punctuation
@@ -412,17 +435,17 @@ class Facts:
     @functools.cached_property
     def role(self) -> bool:
         """A word for what someone does or is ("took over", "on-call", "reviewer")."""
-        return bool(ROLE_GATE.search(self.text))
+        return ROLE_GATE.found(self.text)
 
     @functools.cached_property
     def change(self) -> bool:
         """A word for a value that changed ("moved", "went from", "→")."""
-        return bool(_CHANGE_GATE.search(self.text))
+        return _CHANGE_GATE.found(self.text)
 
     @functools.cached_property
     def reason(self) -> bool:
         """A word that gives a reason ("because", "so that")."""
-        return bool(_REASON_GATE.search(self.text))
+        return _REASON_GATE.found(self.text)
 
     @property
     def substance(self) -> int:
@@ -526,13 +549,13 @@ def _facts_of(t: str) -> Facts:
         dates=min(3, dates),
         numbers=min(3, numbers),
         idents=min(4, len(idents_in(t))),
-        preference=bool(_PREFERENCE_GATE.search(t, low)),
-        decision=bool(_DECISION_GATE.search(t, low)),
-        constraint=bool(_CONSTRAINT_GATE.search(t, low)),
-        finding=bool(_FINDING_GATE.search(t, low)),
-        noteworthy=bool(_NOTEWORTHY_GATE.search(t, low)),
-        error=bool(_ERROR_GATE.search(t, low)),
-        open=bool(OPEN_GATE.search(t, low)),
+        preference=_PREFERENCE_GATE.found(t, low),
+        decision=_DECISION_GATE.found(t, low),
+        constraint=_CONSTRAINT_GATE.found(t, low),
+        finding=_FINDING_GATE.found(t, low),
+        noteworthy=_NOTEWORTHY_GATE.found(t, low),
+        error=_ERROR_GATE.found(t, low),
+        open=OPEN_GATE.found(t, low),
         question=t.rstrip().endswith("?"),
         filler=bool(_FILLER.match(t)),
         text=t,

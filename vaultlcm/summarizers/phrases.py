@@ -267,7 +267,7 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
     low = ascii_lower(t)
     found.extend((change.render(), "change") for change in value_changes(t))
     names = names_in(t)
-    role = ROLE_GATE.search(t, low) if names else None  # what someone does: only said of a name
+    role = names and ROLE_GATE.found(t, low)  # what someone does: only said of a name
     for name in names:
         if role:
             # "Greta took over on-call": the name with the few words that say what they do.
