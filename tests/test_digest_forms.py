@@ -193,3 +193,28 @@ def test_a_gate_found_in_lower_case_where_its_pattern_matches(data: st.DataObjec
 
 def test_a_lowered_pattern_keeps_its_escapes() -> None:
     assert facts._lowered(r"\bTODO\b|\B(?:X)\S[A-Z]\\W") == r"\btodo\b|\B(?:x)\S[a-z]\\w"
+
+
+CODE = ["def ", "class ", "import x", "from a import b", "return", "x = 1", "a == b", "{", "}", ";", "[", "]", "@", "#!",
+        "//", "/*", "*", "1\t", "12: ", "3│", " 4|", "a,b,c,d", ",,,", "\u2028", "\x1c"]
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(CODE + PIECES), st.text(max_size=4)), max_size=16).map("".join))
+@example("  12: x = 1;  ")
+@example("a, b, c, d")
+def test_a_result_line_is_judged_as_before(raw: str) -> None:
+    from vaultlcm.summarizers import actions
+
+    line = actions._LINE_NUMBER.sub("", raw)
+    dropped = bool(actions._CODE_LINE.search(line.strip())) or bool(actions._CSV_LINE.search(line))
+    assert actions._prose_line(raw) == (None if dropped else line)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(TEXTS, st.lists(TEXTS, max_size=6))
+@example("CI on main went red", ["ci went red on main", "", "..."])
+def test_similar_to_any_is_any_similar(text: str, others: list[str]) -> None:
+    from vaultlcm.summarizers import digest_condensed as dc
+
+    assert dc._similar_to_any(text, others) == any(dc._similar(text, o) for o in others)

@@ -178,9 +178,10 @@ _LABELLED = re.compile(
     r"\b(?:[a-z][\w-]{1,24}+\s){1,2}(?:\d{4,}(?![\w]|[.,:/-]\w)|\d+\.\d+\.\d+\b|[a-z][a-z]+(?:-[a-z]+)*-\d+\b)"
 )
 _LABELLED_GATE = Gated(_LABELLED, DIGITS)  # every branch ends in digits
-#: What every :data:`_LABELLED` match holds: white space, then the start of one of its three values. A
-#: scan that skips from space to space, before the pattern tries every word.
-_LABELLED_NEED = re.compile(r"\s(?:\d{4}|\d+\.\d+\.\d|[a-z]{2}[a-z-]*-\d)")
+#: What every :data:`_LABELLED` match holds: four digits or a version after white space, or a
+#: letter, a hyphen and a digit (``indexer-266``). Looked for (after the gate's digits) before the
+#: pattern tries every word; each branch reads a few characters, nothing backtracks far.
+_LABELLED_NEED = re.compile(r"\s\d{4}|\s\d+\.\d+\.\d|[a-z]-\d")
 _RELATIVE = re.compile(r"^(?:tomorrow|yesterday|tonight|next week|end of)", re.I)
 
 
@@ -290,7 +291,7 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
         found.append((number, "number" if len(digits) >= 2 and not year else "small"))
     # "build 5207", "export job 2048", "payouts 3.4.19", "pod search-indexer-266": a number is only
     # findable again with the word that says what it counts.
-    for m in _LABELLED_GATE.finditer(t, low) if _LABELLED_NEED.search(t) else ():
+    for m in _LABELLED.finditer(t) if _LABELLED_GATE.may_match(t, low) and _LABELLED_NEED.search(t) else ():
         *label, value = m.group().split()
         while label and label[0] in _GLUE_WORDS:
             label.pop(0)
