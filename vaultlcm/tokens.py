@@ -190,7 +190,7 @@ def _count(text: str) -> int:
     memo = _memo.get()
     if memo is not None:
         return memo.count(text)
-    return count_by_words(text)
+    return len(encoding().encode(text, disallowed_special=()))
 
 
 #: Word pieces up to this many characters are remembered by :func:`count_by_words` (a word and its space,
@@ -334,13 +334,19 @@ def count_tokens(text: str) -> int:
 
 
 def count_tokens_unshared(text: str) -> int:
-    """:func:`count_tokens` without the shared cache, for a caller that remembers counts itself.
+    """:func:`count_tokens` without the shared cache, for a caller that remembers counts itself, by words.
 
     The shared cache hashes every text and keeps it under a lock; a caller with its own memo
-    (:func:`~vaultlcm.summarizers.linecount.count_piece`) would pay that for nothing. Inside a
-    :func:`remembering` block the store is still asked first, as by :func:`count_tokens`.
+    (:func:`~vaultlcm.summarizers.linecount.count_piece`, a summary's source) would pay that for
+    nothing. Its callers count what the digest summarizer reads and writes: a source's messages, then
+    their sentences, clauses and lines, made of the same words, so the text is counted by its
+    remembered word pieces (:func:`count_by_words`); the first sight of a word costs about twice
+    encoding it inside its text, each later one a lookup. Inside a :func:`remembering` block the
+    store is still asked first for the whole text, as by :func:`count_tokens`.
     """
-    return _count(text) if text else 0
+    if not text:
+        return 0
+    return count_by_words(text) if _memo.get() is None else _count(text)
 
 
 def truncate_to_tokens(text: str, max_tokens: int) -> str:
