@@ -75,3 +75,35 @@ def test_the_count_cache_holds_digests_not_texts() -> None:
     keys = list(tokens._cache._counts)
     assert keys and all(isinstance(k, bytes) and len(k) == 16 for k in keys)
     assert len(tokens._cache) <= tokens._cache.max_entries
+
+
+#: Every kind of white space (the pattern's ``\s`` and Python's wider ``isspace``), what pieces turn on.
+_WORDISH = [" ", "  ", "   ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u2028", "\u2029", "\u3000", "\u2009", "\x85",
+            "\x1c", "\x1f", "\x0b", "\x0c", "\u200b", "\u180e", "a", "The", "'s", "'ll", "don't", "x1", "123456",
+            "٣", "é", "😀", "\ud83d", "\ude00", "—", "…", "-", "[[", "|↗]]", "<|endoftext|>", "<|fim_prefix|>", ".",
+            "word", "Word", " word", "\n\n", "?!", "````"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(), st.lists(st.one_of(st.sampled_from(_WORDISH), st.text(max_size=5)),
+                                     max_size=60).map("".join)))
+def test_counting_by_word_pieces_is_counting_the_whole(text: str) -> None:
+    whole = len(tokens.encoding().encode(text, disallowed_special=()))
+    assert tokens.count_by_words(text) == whole
+    assert tokens.count_by_words(text) == whole  # remembered pieces count the same
+
+
+def test_long_runs_of_spaces_and_long_words_are_counted_whole() -> None:
+    for text in (" " * 5000, "a " * 3000, "x" * 5000 + " y", " \t " * 1000, "\n " * 2000):
+        assert tokens.count_by_words(text) == len(tokens.encoding().encode(text, disallowed_special=()))
+
+
+def test_remembered_word_pieces_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "WORD_MEMO_SIZE", 8)
+    monkeypatch.setattr(tokens, "_words_young", {})
+    monkeypatch.setattr(tokens, "_words_old", {})
+    text = " ".join(f"w{i}" for i in range(100))
+    assert tokens.count_by_words(text) == len(tokens.encoding().encode(text))
+    assert len(tokens._words_young) <= 8 and len(tokens._words_old) <= 8
+    assert all(len(key if isinstance(key, str) else key[0]) <= tokens.WORD_MAX_CHARS
+               for key in tokens._words_young)

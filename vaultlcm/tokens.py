@@ -27,6 +27,7 @@ import hashlib
 import importlib.util
 import marshal
 import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -192,6 +193,83 @@ def _count(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
 
 
+#: Word pieces up to this many characters are remembered by :func:`count_by_words` (a word and its space,
+#: a note's link).
+WORD_MAX_CHARS = 96
+#: A space after white space: no cut before it (see :func:`count_by_words`).
+_SPACE_AFTER_SPACE = re.compile(r"\s ")
+#: Word pieces remembered per generation (the newest, and the generation before: a few megabytes at most).
+#: A piece that opens with a space (most) is kept under the text after its space, so the parts of a text
+#: split at its spaces are its keys as they are; any other piece under a 1-tuple of itself.
+WORD_MEMO_SIZE = 1 << 14
+_words_young: dict[str | tuple[str], int] = {}
+_words_old: dict[str | tuple[str], int] = {}
+
+
+def _piece_count(key: str | tuple[str], piece: str) -> int:
+    """The tokens of one word ``piece`` (kept under ``key``), remembered in two generations (as
+    ``linecount.count_piece``): bounded in a process that runs for months."""
+    global _words_young, _words_old
+    hit = _words_young.get(key)
+    if hit is not None:
+        return hit
+    hit = _words_old.get(key)
+    if hit is None:
+        hit = len(encoding().encode_ordinary(piece))
+        if len(piece) > WORD_MAX_CHARS:
+            return hit  # a path, a hash, a blob: seldom seen again
+    if len(_words_young) >= WORD_MEMO_SIZE:
+        _words_young, _words_old = {}, _words_young
+    _words_young[key] = hit
+    return hit
+
+
+def _count_piece(piece: str) -> int:
+    return _piece_count(piece[1:], piece) if piece.startswith(" ") else _piece_count((piece,), piece)
+
+
+def count_by_words(text: str) -> int:
+    """``len(encode(text))``, summed over the word pieces of ``text``: each a space and what follows it.
+
+    The text is cut before every space (U+0020) that follows a character other than white space.
+    No branch of the ``cl100k_base`` pre-tokenizer (:data:`_PATTERN`) takes such a space together
+    with the character before it: a space only ever opens a piece (`` ?[^\\s…]``, ``[^\\r\\n…]?+\\p{L}``)
+    or sits in a run of white space. So the piece holding that character ends right before the
+    space, and the next begins at it. The pattern has no look-behind, and whatever it reads past the
+    cut (letters, digits, marks, line breaks, the end for ``$``) stops at a space as it stops at the
+    end of the text, so the pieces, and the tokens merged inside them, are those of the parts counted
+    apart. Python's ``isspace`` takes in every character the pattern's ``\\s`` does (and a few more,
+    where a cut is merely not made). Special tokens are counted as text, as everywhere here.
+
+    Words come back again and again (a message's sentences are the words its source was counted
+    with, a note's lines the words of its units), and a remembered word is a dictionary lookup
+    where the encoder would scan and merge it again. ``tests/test_tokens.py`` checks it on any text.
+    """
+    parts = text.split(" ")
+    if len(parts) == 1:
+        return _piece_count((text,), text) if text else 0
+    if not _SPACE_AFTER_SPACE.search(text):
+        # Every space follows a character other than white space (or opens the text, a cut before
+        # nothing): each part after the first is a piece without its space, its key as it is. Most
+        # texts; their remembered pieces are looked up in one go.
+        counts = list(map(_words_young.get, parts))
+        counts[0] = _piece_count((parts[0],), parts[0]) if parts[0] else 0
+        if None in counts:
+            counts = [_piece_count(part, " " + part) if n is None else n for n, part in zip(counts, parts)]
+        return sum(counts)  # type: ignore[arg-type]  # no None left
+    total = 0
+    group = [parts[0]]
+    last = parts[0]
+    for part in parts[1:]:
+        if last and not last[-1].isspace():
+            total += _count_piece(" ".join(group))
+            group = [" " + part]
+        else:
+            group.append(part)  # a space after white space (or the first) is no cut: it stays with what is before
+        last = part
+    return total + _count_piece(" ".join(group))
+
+
 class CountCache:
     """Token counts of recent texts, the least recently used dropped first.
 
@@ -256,13 +334,19 @@ def count_tokens(text: str) -> int:
 
 
 def count_tokens_unshared(text: str) -> int:
-    """:func:`count_tokens` without the shared cache, for a caller that remembers counts itself.
+    """:func:`count_tokens` without the shared cache, for a caller that remembers counts itself, by words.
 
     The shared cache hashes every text and keeps it under a lock; a caller with its own memo
-    (:func:`~vaultlcm.summarizers.linecount.count_piece`) would pay that for nothing. Inside a
-    :func:`remembering` block the store is still asked first, as by :func:`count_tokens`.
+    (:func:`~vaultlcm.summarizers.linecount.count_piece`, a summary's source) would pay that for
+    nothing. Its callers count what the digest summarizer reads and writes: a source's messages, then
+    their sentences, clauses and lines, made of the same words, so the text is counted by its
+    remembered word pieces (:func:`count_by_words`); the first sight of a word costs about twice
+    encoding it inside its text, each later one a lookup. Inside a :func:`remembering` block the
+    store is still asked first for the whole text, as by :func:`count_tokens`.
     """
-    return _count(text) if text else 0
+    if not text:
+        return 0
+    return count_by_words(text) if _memo.get() is None else _count(text)
 
 
 def truncate_to_tokens(text: str, max_tokens: int) -> str:

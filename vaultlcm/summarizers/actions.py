@@ -508,12 +508,31 @@ def _telling_lines(lines: list[str], limit: int = 3) -> list[str]:
     return [_words(" ".join(ln.split()), 14) for _, ln in picked]
 
 
-_CODE_LINE = re.compile(
+#: How a line of code opens; :data:`_CODE_LINE` is that, or a line ending in ``;``, ``{`` or ``}``.
+_CODE_START = re.compile(
     r"^(?:def |class |import |from \S+ import|return\b|if |elif |else:|for |while |try:|except|with |@|#!|//|/\*|\*|"
-    r"[})\]]|\{|[\w.\[\]'\"]+\s*[-+*/]?=[^=])|[;{}]\s*$"
+    r"[})\]]|\{|[\w.\[\]'\"]+\s*[-+*/]?=[^=])"
 )
+_CODE_LINE = re.compile(_CODE_START.pattern + r"|[;{}]\s*$")
+_CODE_ENDS = (";", "{", "}")
 _CSV_LINE = re.compile(r"^[^\s,]*(?:,[^,]*){3,}$")
 _LINE_NUMBER = re.compile(r"^\s*\d+[\t│|:]\s?")
+
+
+def _prose_line(raw: str) -> str | None:
+    """A result line without its line number, or None when it is code or a CSV row.
+
+    ``_CODE_LINE.search`` of the stripped line, without a scan of every position for its end: a
+    stripped line ends in white space nowhere, so ``[;{}]\\s*$`` is its last character. Each pattern
+    runs only where it can match (a number or a space first, three commas).
+    """
+    line = _LINE_NUMBER.sub("", raw) if raw[:1].isdigit() or raw[:1].isspace() else raw
+    stripped = line.strip()
+    if stripped.endswith(_CODE_ENDS) or _CODE_START.match(stripped):
+        return None
+    if line.count(",") >= 3 and _CSV_LINE.search(line):
+        return None
+    return line
 
 
 def result_facts(content: Any, limit: int = 2) -> list[str]:
@@ -523,10 +542,7 @@ def result_facts(content: Any, limit: int = 2) -> list[str]:
     the ``limit`` best by :func:`~.facts.score`, in the order they appear.
     """
     text = result_text(content)
-    prose = "\n".join(
-        line for line in (_LINE_NUMBER.sub("", raw) for raw in text.splitlines())
-        if not _CODE_LINE.search(line.strip()) and not _CSV_LINE.search(line)
-    )
+    prose = "\n".join(line for line in map(_prose_line, text.splitlines()) if line is not None)
     units = list(prose_units(prose))
     scored = sorted(((score(u), i, u) for i, u in enumerate(units)), key=lambda t: (-t[0], t[1]))
     return [u for _, u in sorted((i, u) for s, i, u in scored[:limit] if s >= 5)]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..errors import SummarizerError
-from ..tokens import count_tokens, truncate_to_tokens
+from ..tokens import count_tokens, count_tokens_unshared, truncate_to_tokens
 from .linecount import count_by_lines
 
 if TYPE_CHECKING:
@@ -164,10 +164,11 @@ def _joined_tokens(texts: tuple[str, ...], by_lines: bool) -> int:
     string objects each time, so a hit costs no more than comparing references).
 
     Summaries are counted line by line (their lines were counted when they were written);
-    raw messages are new text, counted whole (the same number, with less work per line).
+    raw messages by their word pieces, remembered (:func:`~vaultlcm.tokens.count_tokens_unshared`):
+    the digest counts their sentences next, made of the same words.
     """
     joined = "\n\n".join(texts)
-    return count_by_lines(joined) if by_lines else count_tokens(joined)
+    return count_by_lines(joined) if by_lines else count_tokens_unshared(joined)
 
 
 def fair_shares(sizes: list[int], budget: int) -> list[int]:

@@ -127,7 +127,10 @@ def pack(draft: Draft, budget: int) -> str:
     taken: set[int] = set()
     lines: set[tuple[object, ...]] = set()
     sections: set[str] = set()
-    required = {u.line: [r for r in units if r.line == u.line and r.required] for u in units if u.required}
+    required: dict[tuple[object, ...], list[Unit]] = {}  # a line's required units, in order: one pass, not one a unit
+    for unit in units:
+        if unit.required:
+            required.setdefault(unit.line, []).append(unit)
 
     def offer(candidates: list[Unit], room: int) -> int:
         for unit in candidates:

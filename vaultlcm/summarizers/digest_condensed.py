@@ -201,7 +201,7 @@ def _topics(child: Child, day: Day, depth: int) -> list[str]:
     out: list[str] = []
     for text in found:
         short = lead(text, n)
-        if short.strip(" …") and not any(_similar(short, o) for o in out):
+        if short.strip(" …") and not _similar_to_any(short, out):
             out.append(short)
     return out
 
@@ -253,6 +253,19 @@ def _similar(a: str, b: str) -> bool:
     return len(wa & wb) / min(len(wa), len(wb)) >= 0.7
 
 
+def _similar_to_any(text: str, others: list[str]) -> bool:
+    """``any(_similar(text, o) for o in others)``, the words of ``text`` looked up once, not once a line."""
+    wa = _words(text)
+    if not wa:
+        return False
+    na = len(wa)
+    for other in others:
+        wb = _words(other)
+        if wb and len(wa & wb) / min(na, len(wb)) >= 0.7:
+            return True
+    return False
+
+
 def _key_words(key: str) -> frozenset[str]:
     return frozenset(w for w in _WORD.findall(key.lower()) if w not in ("the", "a", "an", "of", "for", "our"))
 
@@ -300,7 +313,7 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
     kept: list[str] = list(heads)  # a decision the timeline says already is not said twice
     for text, child, n in reversed(decisions):  # the newest wording of a decision wins
         short = restate(text, DECISION_WORDS)
-        if change_of(short) or any(_similar(short, k) for k in kept) or not _says_what(text):
+        if change_of(short) or _similar_to_any(short, kept) or not _says_what(text):
             continue
         kept.append(short)
         draft.units.append(Unit(DECIDED, ("decided", child.index, n), (child.index, 1, n), short, child.item.link,
@@ -310,7 +323,7 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
         if depth > 1 and len(kept) >= MAX_OPEN_ABOVE:
             break
         short = restate(text, DECISION_WORDS)
-        if any(_similar(short, k) for k in kept):
+        if _similar_to_any(short, kept):
             continue
         kept.append(short)
         newest = 3 if child.index == last else 1 if child.index == last - 1 else 0

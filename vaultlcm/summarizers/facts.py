@@ -87,9 +87,13 @@ _CONSTRAINT = re.compile(
     r"forbidden|not allowed|important|make sure|without)\b",
     _I,
 )
+#: Only ever asked whether it matches (:attr:`Facts.error`). Its last branch finds a word ending in
+#: "Error" or "Exception" after at least one more letter (``ValueError``): written as that ending
+#: where it is not a word's start (``\B``), not as ``\b\w+(?:Error|Exception)\b``, which backtracked
+#: through every word letter by letter; it matches the same texts (``tests/test_digest_forms.py``).
 _ERROR = re.compile(
     r"\b(?:error|errors|exception|traceback|failed|failure|fails|failing|crash(?:ed|es)?|panic\w*|broken|bug|"
-    r"regression|timed? ?out|refused|denied|flaky|red)\b|\b\w+(?:Error|Exception)\b",
+    r"regression|timed? ?out|refused|denied|flaky|red)\b|\B(?:error|exception)\b",
     _I,
 )
 OPEN_RE = re.compile(
@@ -109,7 +113,8 @@ NUMBER_UNIT_RE = re.compile(
 )
 _BIG_NUMBER = re.compile(r"\b\d[\d,.]*\d\b")
 #: A number with the word that says what it is: "port 8443", "build 5207".
-_COUNTED = re.compile(r"\b[a-z][\w-]{2,} #?\d{3,}\b(?![.,]\d)")
+#: (The word is taken whole, ``{2,}+``: a space follows it, which no shorter part of it is followed by.)
+_COUNTED = re.compile(r"\b[a-z][\w-]{2,}+ #?\d{3,}\b(?![.,]\d)")
 #: Identifier forms, each with what it cannot match without (a look-ahead that :data:`_IDENT_SCAN` puts
 #: before it; IDENT_RE itself is the plain alternation).
 _IDENT_FORMS = (
@@ -153,6 +158,19 @@ class Gated:
     def __init__(self, pattern: re.Pattern[str], needs: tuple[str, ...]) -> None:
         self.pattern = pattern
         self.needs = needs
+        #: The pattern in lower case, without ``IGNORECASE``, for the lower-cased text :meth:`found` has:
+        #: on that text it matches where the pattern matches the text, and the engine compares plain
+        #: characters (a case-insensitive one checks every branch of an alternation at every position).
+        self.lowered = (re.compile(_lowered(pattern.pattern), pattern.flags & ~re.IGNORECASE)
+                        if pattern.flags & re.IGNORECASE else None)
+
+    def found(self, text: str, low: str | None = "") -> bool:
+        """``bool(self.search(text, low))``, for a caller that only asks whether the pattern matches."""
+        if low == "":
+            low = ascii_lower(text)
+        if low is None or self.lowered is None:
+            return self.search(text, low) is not None
+        return self.may_match(text, low) and self.lowered.search(low) is not None
 
     def search(self, text: str, low: str | None = "") -> re.Match[str] | None:
         """``pattern.search(text)``; ``low`` is :func:`ascii_lower` of ``text`` when the caller has it."""
@@ -174,6 +192,16 @@ class Gated:
             if word in low:
                 return True
         return False
+
+
+def _lowered(source: str) -> str:
+    """A pattern's source with its letters in lower case, escapes (``\\B``, ``\\S``, ``\\W``) left as written."""
+    out: list[str] = []
+    escaped = False
+    for ch in source:
+        out.append(ch if escaped else ch.lower())
+        escaped = not escaped and ch == "\\"
+    return "".join(out)
 
 
 #: Characters beyond ASCII that have no case and match no letter case-insensitively: the punctuation
@@ -240,8 +268,11 @@ _NAME_CANDIDATE = re.compile(r"(?<![\w/.`-])[^\W\d_]{3,}(?:-[^\W\d_]{3,})?(?![\w
 #: On ASCII text, exactly the candidates :func:`_capitalized` keeps, found by the regex alone: each part
 #: an upper-case letter and lower-case ones. Where the candidate pattern would take a second part that is
 #: not capitalized (and so drop the whole), the negative lookahead drops the first part too.
+#: (It opens with the capital, its look-behind checking the character before it, so that the engine
+#: skips to the next capital instead of trying every position: the same matches as opening with
+#: ``(?<![\w/.`-])``, ``tests/test_digest_forms.py``.)
 _ASCII_NAME = re.compile(
-    r"(?<![\w/.`-])[A-Z][a-z]{2,}(?:-[A-Z][a-z]{2,}(?![\w`])|(?!-[A-Za-z]{3,}(?![\w`])))(?![\w`])")
+    r"[A-Z](?<![\w/.`-][A-Z])[a-z]{2,}(?:-[A-Z][a-z]{2,}(?![\w`])|(?!-[A-Za-z]{3,}(?![\w`])))(?![\w`])")
 
 
 def _capitalized(word: str) -> bool:
@@ -288,14 +319,26 @@ CHITCHAT_RE = re.compile(
 _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _LIST_MARK = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")
+#: What a :data:`_LIST_MARK` can open with, but a digit.
+_LIST_FIRST = frozenset("-*+•")
 _QUOTE_MARK = re.compile(r"^(?:>\s?)+")
 _HEADING_MARK = re.compile(r"^#{1,6}\s+")
 _EMPHASIS = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 #: What ends a sentence for :data:`_SENTENCE_END` (its look-behind).
 _ENDS = (".", "!", "?", "…")
-_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+(?=[\"'(\[`*_]?[A-Z0-9])")
+#: White space after a sentence end, before what starts a sentence. Written to open with ``\s`` (the
+#: look-behind checks the end and that first space) where ``(?<=[.!?…])\s+`` would do: the same matches,
+#: but a pattern that opens with a character class lets the engine skip to the next space instead of
+#: trying every position (``tests/test_digest_forms.py``).
+_SENTENCE_END = re.compile(r"\s(?<=[.!?…]\s)\s*(?=[\"'(\[`*_]?[A-Z0-9])")
 _ABBREVIATION = re.compile(r"\b(?:e\.g|i\.e|etc|vs|approx|Dr|Mr|Mrs|Ms|St|No|cf|incl|min|max|avg)\.$", _I)
-CLAUSE_RE = re.compile(r"(?<=[,;:])\s+|\s+(?=—|–|\()|\s+-\s+")
+#: An :data:`_ABBREVIATION` match is at most 8 characters ("approx." and the newline ``$`` may stand
+#: before) and ends the text: it lies in the last 8, and one more shows its ``\b`` what comes before.
+ABBREVIATION_TAIL = 9
+#: Where a sentence parts into clauses: white space after ``,;:``, before a dash or an aside, around
+#: a hyphen. ``(?<=[,;:])\s+|\s+(?=—|–|\()|\s+-\s+`` written to open with ``\s``, as :data:`_SENTENCE_END`
+#: (the same splits, ``tests/test_digest_forms.py``).
+CLAUSE_RE = re.compile(r"\s(?:(?<=[,;:]\s)\s*|\s*(?=—|–|\()|\s*-\s+)")
 
 
 def clean(text: str) -> str:
@@ -319,20 +362,26 @@ def prose_units(text: str) -> Iterator[str]:
     :data:`MAX_UNIT_CHARS` characters.
     """
     in_fence = False
+    # Each pattern runs only where what it cannot match without is there (a fence's three marks, a
+    # line's first character, a rule's "--"): most lines are plain prose, and the tests cost less.
     for raw in text.splitlines():
-        if _FENCE.match(raw):
+        if ("```" in raw or "~~~" in raw) and _FENCE.match(raw):
             in_fence = not in_fence
             continue
         if in_fence:
             continue
-        line = _QUOTE_MARK.sub("", raw.strip()).strip()
-        line = _HEADING_MARK.sub("", line)
-        if not line or _TABLE_RULE.match(line):
+        line = raw.strip()
+        if line.startswith(">"):
+            line = _QUOTE_MARK.sub("", line).strip()
+        if line.startswith("#"):
+            line = _HEADING_MARK.sub("", line)
+        if not line or ("--" in line and _TABLE_RULE.match(line)):
             continue
         if line.startswith("|"):
             cells = [c.strip() for c in line.strip("|").split("|") if c.strip()]
             line = " · ".join(cells)
-        line = _LIST_MARK.sub("", line)
+        if line[:1] in _LIST_FIRST or line[:1].isdigit():  # isdigit: every \d and more
+            line = _LIST_MARK.sub("", line)
         for sentence in split_sentences(line):
             unit = clean(sentence)
             if unit and any(ch.isalnum() for ch in unit):
@@ -348,7 +397,9 @@ def split_sentences(line: str) -> list[str]:
     parts: list[str] = []
     start = 0
     for m in _SENTENCE_END.finditer(line):
-        if _ABBREVIATION.search(line[start : m.start()]):
+        # Only the tail of the sentence can end in an abbreviation (see ABBREVIATION_TAIL): searching
+        # the whole of it again at each candidate end made splitting a long line quadratic.
+        if _ABBREVIATION.search(line[max(start, m.start() - ABBREVIATION_TAIL) : m.start()]):
             continue
         parts.append(line[start : m.start()])
         start = m.end()
@@ -384,17 +435,17 @@ class Facts:
     @functools.cached_property
     def role(self) -> bool:
         """A word for what someone does or is ("took over", "on-call", "reviewer")."""
-        return bool(ROLE_GATE.search(self.text))
+        return ROLE_GATE.found(self.text)
 
     @functools.cached_property
     def change(self) -> bool:
         """A word for a value that changed ("moved", "went from", "→")."""
-        return bool(_CHANGE_GATE.search(self.text))
+        return _CHANGE_GATE.found(self.text)
 
     @functools.cached_property
     def reason(self) -> bool:
         """A word that gives a reason ("because", "so that")."""
-        return bool(_REASON_GATE.search(self.text))
+        return _REASON_GATE.found(self.text)
 
     @property
     def substance(self) -> int:
@@ -470,6 +521,18 @@ def idents_in(t: str) -> tuple[str, ...]:
     return tuple(_IDENT_SCAN.findall(t if "`" in t else _PLAIN_WORD.sub("", t)))
 
 
+@functools.lru_cache(maxsize=_UNIT_CACHE)
+def dates_in(t: str) -> tuple[str, ...]:
+    """Every :data:`DATE_RE` match of a clipped unit, remembered: scoring counts them, key phrases keep them."""
+    return tuple(DATE_GATE.findall(t))
+
+
+@functools.lru_cache(maxsize=_UNIT_CACHE)
+def numbers_in(t: str) -> tuple[str, ...]:
+    """Every :data:`NUMBER_UNIT_RE` match of a clipped unit, remembered (as :func:`dates_in`)."""
+    return tuple(NUMBER_GATE.findall(t))
+
+
 def facts_of(text: str) -> Facts:
     """The facts in one unit (see the module docstring)."""
     return _facts_of(text[:MAX_UNIT_CHARS])
@@ -478,21 +541,21 @@ def facts_of(text: str) -> Facts:
 @functools.lru_cache(maxsize=_UNIT_CACHE)
 def _facts_of(t: str) -> Facts:
     low = ascii_lower(t)
-    dates = len(DATE_GATE.findall(t, low))
-    numbers = (len(NUMBER_GATE.findall(t, low)) + len(_COUNTED_GATE.findall(t, low))
+    dates = len(dates_in(t))
+    numbers = (len(numbers_in(t)) + len(_COUNTED_GATE.findall(t, low))
                or (1 if _BIGNUMBER_GATE.search(t, low) else 0))
     return Facts(
         names=min(3, len(_names_in(t))),
         dates=min(3, dates),
         numbers=min(3, numbers),
         idents=min(4, len(idents_in(t))),
-        preference=bool(_PREFERENCE_GATE.search(t, low)),
-        decision=bool(_DECISION_GATE.search(t, low)),
-        constraint=bool(_CONSTRAINT_GATE.search(t, low)),
-        finding=bool(_FINDING_GATE.search(t, low)),
-        noteworthy=bool(_NOTEWORTHY_GATE.search(t, low)),
-        error=bool(_ERROR_GATE.search(t, low)),
-        open=bool(OPEN_GATE.search(t, low)),
+        preference=_PREFERENCE_GATE.found(t, low),
+        decision=_DECISION_GATE.found(t, low),
+        constraint=_CONSTRAINT_GATE.found(t, low),
+        finding=_FINDING_GATE.found(t, low),
+        noteworthy=_NOTEWORTHY_GATE.found(t, low),
+        error=_ERROR_GATE.found(t, low),
+        open=OPEN_GATE.found(t, low),
         question=t.rstrip().endswith("?"),
         filler=bool(_FILLER.match(t)),
         text=t,

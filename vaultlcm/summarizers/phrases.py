@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..tokens import truncate_to_tokens
-from .facts import (CLAUSE_RE, DATE_GATE, DIGITS, MAX_UNIT_CHARS, NUMBER_GATE, ROLE_GATE, ROLE_RE, Gated,
-                    ascii_lower, idents_in, names_in, score)
+from .facts import (CLAUSE_RE, DIGITS, MAX_UNIT_CHARS, ROLE_GATE, ROLE_RE, Gated, ascii_lower, dates_in, idents_in,
+                    names_in, numbers_in, score)
 from .linecount import count_piece
 
 _I = re.IGNORECASE
@@ -116,9 +116,10 @@ _CHANGE_FORMS = (
 #: What each of :data:`_CHANGE_FORMS` cannot match without (a cheap literal search first):
 #: the patterns open with a lazy key of up to 40 characters, which costs a scan at every
 #: position of every sentence, while most sentences hold none of these words.
+_FROM_NEED = re.compile(r"\sfrom\s", _I)
 _CHANGE_NEEDS = (
-    re.compile(r"\sfrom\s", _I),
-    re.compile(r"\sfrom\s", _I),
+    _FROM_NEED,
+    _FROM_NEED,
     re.compile(r"\(was:?\s", _I),
 )
 _KEY_DROP = re.compile(r"^(?:the|our|a|an|so|and|but|then|now|also|ok|okay)\s+", _I)
@@ -139,8 +140,12 @@ class ValueChange:
 def value_change(text: str) -> ValueChange | None:
     """The value change ``text`` states, if it states one in a recognizable form."""
     t = text[:MAX_UNIT_CHARS]
+    found: dict[re.Pattern[str], bool] = {}  # the first two forms need the same word: looked for once
     for pattern, needs in zip(_CHANGE_FORMS, _CHANGE_NEEDS):
-        m = pattern.search(t) if needs.search(t) else None
+        present = found.get(needs)
+        if present is None:
+            present = found[needs] = needs.search(t) is not None
+        m = pattern.search(t) if present else None
         if not m:
             continue
         key = m.group("key").strip(" .,:;'\"`")
@@ -167,10 +172,16 @@ _GLUE_WORDS = frozenset("in on at of for to and or is was were are we had has ha
                         "after before since until over under into per".split())
 #: Words before a number that do not say what it counts ("create mode 100644", "should be 0042").
 _NOT_LABELS = frozenset("be been is was are were should would could will can mode widen than about around".split())
+#: (A label word is taken whole, ``{1,24}+``: what follows it is white space, which no shorter part of the
+#: word can be followed by, so giving letters back could never match and only cost a step per letter.)
 _LABELLED = re.compile(
-    r"\b(?:[a-z][\w-]{1,24}\s){1,2}(?:\d{4,}(?![\w]|[.,:/-]\w)|\d+\.\d+\.\d+\b|[a-z][a-z]+(?:-[a-z]+)*-\d+\b)"
+    r"\b(?:[a-z][\w-]{1,24}+\s){1,2}(?:\d{4,}(?![\w]|[.,:/-]\w)|\d+\.\d+\.\d+\b|[a-z][a-z]+(?:-[a-z]+)*-\d+\b)"
 )
 _LABELLED_GATE = Gated(_LABELLED, DIGITS)  # every branch ends in digits
+#: What every :data:`_LABELLED` match holds: four digits or a version after white space, or a
+#: letter, a hyphen and a digit (``indexer-266``). Looked for (after the gate's digits) before the
+#: pattern tries every word; each branch reads a few characters, nothing backtracks far.
+_LABELLED_NEED = re.compile(r"\s\d{4}|\s\d+\.\d+\.\d|[a-z]-\d")
 _RELATIVE = re.compile(r"^(?:tomorrow|yesterday|tonight|next week|end of)", re.I)
 
 
@@ -196,6 +207,7 @@ _PREF_NEEDS = ("prefer", "like", "hate", "love", "rather", "want", "insist", "al
 _CHOICE_GATE = Gated(_CHOICE, ("decided to", "go with", "going with", "switch", "chose", "opted for", "settled on",
                                "sticking with", "will use", "ll use", "instead of"))
 _TIME_ONLY = re.compile(r"^\d{1,2}:\d{2}")
+_IMAGE_TAG = re.compile(r"^[a-z][\w.-]*:\d")
 _TICKET = re.compile(r"^(?:[A-Z][A-Z0-9]{1,9}-\d{1,6}|#\d{2,6})$")
 _VERSIONISH = re.compile(
     r"^(?:v?\d+\.\d+(?:\.\d+)+\S*|v\d+(?:\.\d+)*|(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40})$"
@@ -205,7 +217,7 @@ _VERSIONISH = re.compile(
 def _ident_kind(ident: str) -> str:
     if _TICKET.match(ident):
         return "ticket"
-    if ident.startswith("#") or re.match(r"^[a-z][\w.-]*:\d", ident):
+    if ident.startswith("#") or _IMAGE_TAG.match(ident):
         return "version"  # a channel or an image tag: as specific as a version
     if _VERSIONISH.match(ident):
         return "version"
@@ -223,7 +235,8 @@ def value_changes(text: str) -> list[ValueChange]:
     """Every value change ``text`` states: all rendered ``key: new (was old)`` forms, else the first other form."""
     t = text[:MAX_UNIT_CHARS]
     found = []
-    for segment in _SEGMENT_SPLIT.split(t):
+    # A segment holds "(was " only where the unit does: without it, no segment is worth splitting out.
+    for segment in _SEGMENT_SPLIT.split(t) if _CHANGE_NEEDS[2].search(t) else ():
         m = _CHANGE_FORMS[2].search(segment) if _CHANGE_NEEDS[2].search(segment) else None
         if m:
             change = value_change(segment)
@@ -254,8 +267,9 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
     found: list[tuple[str, str]] = []
     low = ascii_lower(t)
     found.extend((change.render(), "change") for change in value_changes(t))
-    role = ROLE_GATE.search(t, low)
-    for name in names_in(t):
+    names = names_in(t)
+    role = names and ROLE_GATE.found(t, low)  # what someone does: only said of a name
+    for name in names:
         if role:
             # "Greta took over on-call": the name with the few words that say what they do.
             m = re.search(re.escape(name) + r"(?:\s+[^\s,;.]+){1,4}", t)
@@ -270,14 +284,14 @@ def _key_phrases(t: str) -> tuple[tuple[str, str], ...]:
     choice = _CHOICE_GATE.search(t, low)
     if choice:
         found.append((choice.group().rstrip(",.;:"), "choice"))
-    found.extend((m.group(), _date_kind(m.group())) for m in DATE_GATE.finditer(t, low))
-    for m in NUMBER_GATE.finditer(t, low):
-        digits = _NOT_DIGIT.sub("", m.group())
+    found.extend((date, _date_kind(date)) for date in dates_in(t))
+    for number in numbers_in(t):
+        digits = _NOT_DIGIT.sub("", number)
         year = _YEAR.fullmatch(digits)  # "2025 request(s)": a year, not a count
-        found.append((m.group(), "number" if len(digits) >= 2 and not year else "small"))
+        found.append((number, "number" if len(digits) >= 2 and not year else "small"))
     # "build 5207", "export job 2048", "payouts 3.4.19", "pod search-indexer-266": a number is only
     # findable again with the word that says what it counts.
-    for m in _LABELLED_GATE.finditer(t, low):
+    for m in _LABELLED.finditer(t) if _LABELLED_GATE.may_match(t, low) and _LABELLED_NEED.search(t) else ():
         *label, value = m.group().split()
         while label and label[0] in _GLUE_WORDS:
             label.pop(0)
