@@ -157,3 +157,28 @@ def test_conflict_markers_in_a_summary_are_named_not_fixed(dag_vault: Path, tmp_
     (dag_vault / leaf.path).write_text(text.split("<<<<<<<")[0] + "Corrected: the port is 9443\n")
     git(dag_vault, "commit", "-qam", "resolved")
     assert doctor(dag_vault)[0] == 0
+
+
+def test_messages_the_catalog_lagged_on_mend_the_links_that_waited_for_them(dag_vault: Path) -> None:
+    """After a kill the catalog may list fewer messages than the logs hold (a rebuild cut short): the
+    leaves naming the missing ones are recorded as broken links. The next process reads the logs
+    again; the links must be settled again with it, not reported broken by the first `doctor`."""
+    with Vault(dag_vault) as v:
+        v.sync("c")
+        leaf = next(r for r in v.dag.all("c") if r.kind == "leaf")
+        mids = [sid for _link, sid, *_ in json.loads(leaf.sources_json)]
+        v.catalog.execute(f"DELETE FROM messages WHERE id IN ({','.join('?' * len(mids))})", tuple(mids))
+        v.catalog.execute("UPDATE logs SET size=0, parsed=0")  # the logs look unread, as after the cut rebuild
+        v.dag.recompute("c")
+        assert v.dag.has_problem("c", "dag")  # the lag as the crash suite saw it: a broken link recorded
+    code, report, _ = doctor(dag_vault)
+    assert code == 0, report
+    assert [f for f in report["problems"] if f["kind"] == "broken_link"] == [], report
+    with Vault(dag_vault) as v:
+        v.sync("c")
+        assert not v.dag.has_problem("c", "dag")
+        row = v.dag.get(leaf.id)
+        assert row is not None and row.first_seq is not None  # the leaf covers its messages again
+        covered = v.catalog.execute(f"SELECT COUNT(*) FROM messages WHERE covered=? AND id IN ({','.join('?' * len(mids))})",
+                                    (leaf.id, *mids))[0][0]
+        assert covered == len(mids)

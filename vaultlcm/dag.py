@@ -969,6 +969,10 @@ class Dag:
         sql = "SELECT path, kind, detail FROM problems" + (" WHERE conv=?" if conv else "") + " ORDER BY path, detail"
         return [DagProblem(*r) for r in self.catalog.execute(sql, (conv,) if conv else ())]
 
+    def has_problem(self, conv: str, kind: str) -> bool:
+        """Whether the last syncs found a problem of ``kind`` in ``conv`` (stops at the first one found)."""
+        return bool(self.catalog.execute("SELECT 1 FROM problems WHERE conv=? AND kind=? LIMIT 1", (conv, kind)))
+
     def problem_paths(self, kind: str) -> set[str]:
         """Vault-relative paths with a problem of ``kind``, in every conversation."""
         return {str(p) for (p,) in self.catalog.execute("SELECT DISTINCT path FROM problems WHERE kind=?", (kind,))}

@@ -399,11 +399,15 @@ class Vault:
             # does not cost a look at every day of its history. An older log edited in place reaches
             # the catalog through `watch` (refresh) and the next process.
             changed = self.log.sync(conv, quick=not full and conv in self._fully_synced)
-            if changed and self.catalog.execute(
+            if changed and (self.catalog.execute(
                 f"SELECT 1 FROM messages WHERE covered IS NOT NULL AND id IN ({','.join('?' * min(len(changed), 900))}) LIMIT 1",
                 tuple(changed[:900]),
-            ):
-                self.dag.recompute(conv)  # an edited raw message makes the leaf above it stale
+            ) or self.dag.has_problem(conv, "dag")):
+                # An edited raw message makes the leaf above it stale. And a message the catalog did not
+                # list (it lagged the logs after a kill) may be what a leaf's link was waiting for: the
+                # relations are settled again so that the link stops being reported broken. A vault
+                # without link problems never pays for it.
+                self.dag.recompute(conv)
             # The first sync in a process checks every note (a person may have edited one
             # since); later ones trust an unchanged folder, and `watch` reports edits.
             if trust_folders:
