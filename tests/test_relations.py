@@ -223,3 +223,16 @@ def test_settling_the_leaves_a_page_at_a_time_gives_what_settling_the_whole_dag_
         assert (d.links[nid], d.states[nid], d.stale.get(nid), d.first.get(nid), d.last.get(nid)) == \
             (whole.links[nid], whole.states[nid], whole.stale.get(nid), whole.first.get(nid), whole.last.get(nid))
     assert sorted(d.problems + [p for ps in parts.problems.values() for p in ps]) == sorted(whole.problems)
+
+
+@given(ids=st.lists(st.text(st.characters(blacklist_categories=("Zs", "Zl", "Zp", "Cc")), min_size=1), max_size=4),
+       around=st.text())
+def test_the_missing_sources_a_problem_names_are_read_back(ids: list[str], around: str) -> None:
+    """What ``Vault.sync`` reads back to tell whether a message that appeared mends a link: every id the
+    problem named, and no other, whatever the note's path or text around it."""
+    from vaultlcm.relations import MISSING_SOURCE, missing_sources
+
+    ids = [i for i in ids if not any(ch.isspace() for ch in i)]
+    detail = "; ".join(f"{around.split()[0] if around.split() else 'n.md'}: field 'sources': " + MISSING_SOURCE.format(i)
+                       for i in ids)
+    assert missing_sources(detail) == set(ids)

@@ -29,7 +29,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +40,7 @@ from .errors import ValidationProblem
 from .fsutil import atomic_write, fsync_dir, read_file
 from .layout import VaultLayout
 from .links import VaultFiles
-from .relations import COUNTS, GAP, Derived, Link, Msg, Node, derive_in_parts
+from .relations import COUNTS, GAP, Derived, Link, Msg, Node, derive_in_parts, missing_sources
 from .summary_notes import (
     SUMMARY_ID_RE,
     SummaryFrontmatter,
@@ -969,9 +969,16 @@ class Dag:
         sql = "SELECT path, kind, detail FROM problems" + (" WHERE conv=?" if conv else "") + " ORDER BY path, detail"
         return [DagProblem(*r) for r in self.catalog.execute(sql, (conv,) if conv else ())]
 
-    def has_problem(self, conv: str, kind: str) -> bool:
-        """Whether the last syncs found a problem of ``kind`` in ``conv`` (stops at the first one found)."""
-        return bool(self.catalog.execute("SELECT 1 FROM problems WHERE conv=? AND kind=? LIMIT 1", (conv, kind)))
+    def awaits_messages(self, conv: str, ids: Sequence[str]) -> bool:
+        """Whether a link of ``conv`` recorded as broken names one of these messages as missing.
+
+        Cheap when nothing is broken (no row to read): what a sync asks of the messages it just found.
+        """
+        rows = self.catalog.execute("SELECT detail FROM problems WHERE conv=? AND kind='dag'", (conv,))
+        if not rows:
+            return False
+        wanted = set(ids)
+        return any(not wanted.isdisjoint(missing_sources(detail)) for (detail,) in rows)
 
     def problem_paths(self, kind: str) -> set[str]:
         """Vault-relative paths with a problem of ``kind``, in every conversation."""

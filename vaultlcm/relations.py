@@ -29,6 +29,8 @@ Everything returned is derived: the same notes give the same result.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -261,6 +263,17 @@ def derive(
     return out
 
 
+#: Why a leaf's link is broken when the message it names is not in the catalog (read back by
+#: :func:`missing_sources`: a message that appears later mends the link, see ``Vault.sync``).
+MISSING_SOURCE = "source {} is not a message of this vault"
+_MISSING_SOURCE = re.compile(re.escape(MISSING_SOURCE).replace(r"\{\}", r"(\S+)"))
+
+
+def missing_sources(detail: str) -> set[str]:
+    """The message ids a problem's ``detail`` says are missing (those :data:`MISSING_SOURCE` names)."""
+    return set(_MISSING_SOURCE.findall(detail))
+
+
 def _broken_link(conv: str, n: Node, resolved: list[Link], nodes: dict[str, Node],
                  messages: dict[str, Msg], below: Mapping[str, Settled]) -> str | None:
     """Why a link of ``n`` names the wrong thing (None when every link is fine or names nothing)."""
@@ -276,7 +289,7 @@ def _broken_link(conv: str, n: Node, resolved: list[Link], nodes: dict[str, Node
         if n.kind == "leaf":
             msg = messages.get(r.id)
             if msg is None:
-                return f"source {r.id} is not a message of this vault"
+                return MISSING_SOURCE.format(r.id)
             if msg.conv != conv:
                 return f"source {r.id} belongs to conversation {msg.conv!r}"
         else:

@@ -402,11 +402,10 @@ class Vault:
             if changed and (self.catalog.execute(
                 f"SELECT 1 FROM messages WHERE covered IS NOT NULL AND id IN ({','.join('?' * min(len(changed), 900))}) LIMIT 1",
                 tuple(changed[:900]),
-            ) or self.dag.has_problem(conv, "dag")):
+            ) or self.dag.awaits_messages(conv, changed)):
                 # An edited raw message makes the leaf above it stale. And a message the catalog did not
-                # list (it lagged the logs after a kill) may be what a leaf's link was waiting for: the
-                # relations are settled again so that the link stops being reported broken. A vault
-                # without link problems never pays for it.
+                # list (it lagged the logs after a kill) may be what a leaf's link was reported broken
+                # for: the relations are settled again, so that the link is whole again.
                 self.dag.recompute(conv)
             # The first sync in a process checks every note (a person may have edited one
             # since); later ones trust an unchanged folder, and `watch` reports edits.
