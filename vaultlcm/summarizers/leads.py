@@ -87,7 +87,9 @@ def lead(text: str, words: int) -> str:
 def _first_run(text: str) -> str:
     """The words before a "…" that joins kept parts of a source (a leaf's cut sentences), when they say something."""
     head = text.split(" … ", 1)[0].rstrip(" …")
-    return head if len(head.split()) >= 3 else text.replace(" … ", " ").replace("…", "").strip() or text
+    if len(head.split()) >= 3 and any(ch.isalnum() for ch in head):  # three marks alone say nothing
+        return head
+    return text.replace(" … ", " ").replace("…", "").strip() or text
 
 
 def _natural_cut(tokens: list[str], words: int) -> str:
