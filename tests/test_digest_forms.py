@@ -29,6 +29,13 @@ OLD_LABELLED = re.compile(
     r"\b(?:[a-z][\w-]{1,24}\s){1,2}(?:\d{4,}(?![\w]|[.,:/-]\w)|\d+\.\d+\.\d+\b|[a-z][a-z]+(?:-[a-z]+)*-\d+\b)"
 )
 OLD_COUNTED = re.compile(r"\b[a-z][\w-]{2,} #?\d{3,}\b(?![.,]\d)")
+OLD_NUMBER_UNIT = re.compile(
+    r"[$€£¥]\s?\d[\d,.]*[kKmM]?"
+    r"|\b\d+(?:[.,]\d+)*\s?(?:%|ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
+    r"years?|[kKMGT]i?B|bytes?|tokens?|lines?|rows?|files?|items?|messages?|requests?|req/s|rps|qps|px|x|k|"
+    r"cores?|threads?|USD|EUR|GBP|dollars?|euros?|users?|accounts?|invoices?|customers?|tests?|points?|GB|MB|TB)"
+    r"(?:\s?(?:/|per)\s?(?:s|sec|second|min|minute|h|hour|day|week|month|request|user|page|account)\b)?(?!\w)"
+)
 
 #: White space of every kind, the marks the patterns turn on, letters that case-insensitive matching
 #: treats like ASCII ones, other scripts' letters and digits.
@@ -36,7 +43,11 @@ PIECES = [" ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u2028", "\x85", "\x1c
           ":", "—", "–", "(", ")", "-", " - ", "\"", "'", "`", "*", "_", "[", "/", "#", "e.g.", "approx.", "Dr.",
           "No.", "etc.", "Greta", "Maya", "Okafor", "Lord-Howe", "The", "x", "ab", "build", "port", "v", "1",
           "2025", "5207", "3.4.19", "pod-7", "search-indexer-266", "ValueError", "Error", "error", "ERRORS",
-          "exception", "FooException", "red", "timed out", "ſ", "K", "İ", "ı", "é", "٣", "😀", "word", "Word"]
+          "exception", "FooException", "red", "timed out", "ſ", "K", "İ", "ı", "é", "٣", "😀", "word", "Word",
+          # what numbers with units and dates turn on
+          "$", "€", "£", "¥", "$ms", "5ms", "12 GB/s", "3 days", "4.5k", "1,200", "x9", "_7", "٣ ms", "%", " per day",
+          "Jan", "March", "May 3", "Sept", "Monday", "day", "tomorrow", "end of the week", "next week", "10:30",
+          "2025-11-02", "am", "UTC", "3rd of", "1-2", "9:"]
 TEXTS = st.one_of(st.text(), st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_size=40).map("".join))
 
 
@@ -78,6 +89,13 @@ def test_the_labelled_and_counted_numbers_are_found_as_before(text: str) -> None
     assert _spans(phrases._LABELLED, text) == _spans(OLD_LABELLED, text)
     assert _spans(facts._COUNTED, text) == _spans(OLD_COUNTED, text)
     assert OLD_LABELLED.search(text) is None or phrases._LABELLED_NEED.search(text) is not None
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(TEXTS)
+@example("$5 and $ms, 12 GB/s, x9 ms, 3.5 days per week; 5ms 4.5k tokens ¥ 3 €4,5M ٣ ms")
+def test_numbers_with_units_open_with_their_class_as_before(text: str) -> None:
+    assert _spans(facts.NUMBER_UNIT_RE, text) == _spans(OLD_NUMBER_UNIT, text)
 
 
 def _split_searching_whole_sentences(line: str) -> list[str]:

@@ -146,6 +146,21 @@ def test_the_ident_scan_finds_what_the_plain_pattern_finds(text: str) -> None:
     assert facts.idents_in.__wrapped__(text) == tuple(facts.IDENT_RE.findall(text))
 
 
+@hsettings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.sampled_from(IDENT_PIECES), st.text(max_size=5)), max_size=12).map("".join),
+                min_size=1, max_size=6))
+@example(["a/b x_y a/b", "x_y\u2028a/b\x1c#12 x_y", "a/b"])
+def test_words_remembered_across_generations_keep_their_identifiers(texts: list[str]) -> None:
+    from unittest import mock
+
+    # Two words a generation: words move to the old one, come back, or are dropped while the texts are read twice.
+    with mock.patch.object(facts, "WORD_IDENTS_SIZE", 2), mock.patch.object(facts, "WORD_IDENTS_MAX_CHARS", 6), \
+            mock.patch.object(facts, "_word_idents_young", {}), mock.patch.object(facts, "_word_idents_old", {}):
+        for text in texts + texts:
+            assert facts.idents_in.__wrapped__(text) == tuple(facts.IDENT_RE.findall(text))
+            assert len(facts._word_idents_young) <= 2 and len(facts._word_idents_old) <= 2
+
+
 @hsettings(max_examples=100, deadline=None)
 @given(st.lists(st.text(max_size=30), max_size=8))
 def test_remembered_pieces_count_as_the_whole(texts: list[str]) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import tiktoken
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from vaultlcm import tokens
@@ -91,6 +91,24 @@ def test_counting_by_word_pieces_is_counting_the_whole(text: str) -> None:
     whole = len(tokens.encoding().encode(text, disallowed_special=()))
     assert tokens.count_by_words(text) == whole
     assert tokens.count_by_words(text) == whole  # remembered pieces count the same
+
+
+#: What a long word piece is made of: a note's link, paths, ids, marks after letters and digits.
+_LINKISH = ["[[", "]]", "|↗]]", "conversations/agent/logs/", "2026-11-02", "#^m-", "3fa9c1e2", "sum_", "x", "Z9", "'s",
+            "'ll", "don't", "_", "-", "/", "#", "^", "`", "~", "{", "}", "@", ":", "é", "٣", "\n", "\r\n", "\t", " ",
+            "  ", "\u00a0", "<|endoftext|>", "123456", "a1b2"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_LINKISH), st.text(max_size=4)), max_size=30).map("".join))
+@example(" [[conversations/agent/logs/2026-11-02#^m-3fa9c1e2|↗]]\n")
+@example("  [[sum_3fa9c1e2|↗]]")
+@example("x'sabc'LLdef'Ve1234-5678_x9:y")
+def test_a_long_piece_counted_by_its_parts_counts_as_a_whole(text: str) -> None:
+    whole = len(tokens.encoding().encode_ordinary(text))
+    assert tokens._cut_count(text) == whole
+    assert tokens.count_by_words(text) == len(tokens.encoding().encode(text, disallowed_special=()))
+    assert tokens._cut_count(text) == whole  # the parts remembered count the same
 
 
 def test_long_runs_of_spaces_and_long_words_are_counted_whole() -> None:

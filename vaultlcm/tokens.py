@@ -206,16 +206,50 @@ _words_young: dict[str | tuple[str], int] = {}
 _words_old: dict[str | tuple[str], int] = {}
 
 
-def _piece_count(key: str | tuple[str], piece: str) -> int:
+#: A word piece longer than this is counted by its parts (:func:`_cut_count`).
+CUT_MIN_CHARS = 24
+#: An ASCII letter or digit followed by an ASCII mark: the pre-tokenizer always cuts after it.
+_ALNUM_BEFORE_MARK = re.compile(r"[A-Za-z0-9](?=[!-/:-@\[-`{-~])")
+
+
+def _cut_count(piece: str) -> int:
+    """``len(encode(piece))``, summed over its parts between the cuts the pre-tokenizer always makes there.
+
+    A cut lies after every ASCII letter or digit that ASCII punctuation follows: no branch of
+    :data:`_PATTERN` takes a letter or digit together with a mark after it (letters run on only
+    through letters, digits through digits, the mark branch holds neither, a contraction ends
+    in its letters), and none looks behind, so the pieces, and their tokens, are those of the
+    parts counted apart. A note's link (``[[conversations/c/logs/2026-11-02#^m-3fa9c1|↗]]``) is the
+    one long word of most digest lines, new each time, followed by a newline or not, led by one
+    space or two: its parts (``/logs``, ``-11``, ``|↗]]``) are remembered and the encoder, whose
+    cost follows the characters it reads, sees only the id. (Cutting between letters and digits
+    too, where the pre-tokenizer also always cuts, cost more in lookups than it saved: measured.)
+    ``tests/test_tokens.py`` checks it on any text.
+    """
+    cuts = [m.end() for m in _ALNUM_BEFORE_MARK.finditer(piece)]
+    if not cuts:
+        return len(encoding().encode_ordinary(piece))
+    cuts.append(len(piece))
+    total = 0
+    start = 0
+    for end in cuts:
+        part = piece[start:end]
+        total += _piece_count(part[1:], part, False) if part[0] == " " else _piece_count((part,), part, False)
+        start = end
+    return total
+
+
+def _piece_count(key: str | tuple[str], piece: str, cut: bool = True) -> int:
     """The tokens of one word ``piece`` (kept under ``key``), remembered in two generations (as
-    ``linecount.count_piece``): bounded in a process that runs for months."""
+    ``linecount.count_piece``): bounded in a process that runs for months. A long one is counted
+    by its parts (:func:`_cut_count`) unless it is such a part (``cut`` false: it has no cut)."""
     global _words_young, _words_old
     hit = _words_young.get(key)
     if hit is not None:
         return hit
     hit = _words_old.get(key)
     if hit is None:
-        hit = len(encoding().encode_ordinary(piece))
+        hit = _cut_count(piece) if cut and len(piece) > CUT_MIN_CHARS else len(encoding().encode_ordinary(piece))
         if len(piece) > WORD_MAX_CHARS:
             return hit  # a path, a hash, a blob: seldom seen again
     if len(_words_young) >= WORD_MEMO_SIZE:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterator
+from itertools import chain
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,12 +105,16 @@ OPEN_RE = re.compile(
     r"\bfor (?:next|another) (?:week|time|sprint|PR)\b|\bparked\b|\bdeferred\b",
     _I,
 )
+#: Written to open with the class of its first character (a currency sign or a digit) and check which
+#: branch it is in a look-behind, where ``[$€£¥]\s?\d[\d,.]*[kKmM]?|\b\d+(?:[.,]\d+)*\s?(?:…)`` would do:
+#: the same matches (``tests/test_digest_forms.py``), but the engine skips to the next digit or sign
+#: instead of trying both branches at every position (``\b\d`` is a digit after no word character).
 NUMBER_UNIT_RE = re.compile(
-    r"[$€£¥]\s?\d[\d,.]*[kKmM]?"
-    r"|\b\d+(?:[.,]\d+)*\s?(?:%|ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
+    r"[$€£¥\d](?:(?<=[$€£¥])\s?\d[\d,.]*[kKmM]?"
+    r"|(?<=\d)(?<!\w\d)\d*(?:[.,]\d+)*\s?(?:%|ms|µs|us|ns|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
     r"years?|[kKMGT]i?B|bytes?|tokens?|lines?|rows?|files?|items?|messages?|requests?|req/s|rps|qps|px|x|k|"
     r"cores?|threads?|USD|EUR|GBP|dollars?|euros?|users?|accounts?|invoices?|customers?|tests?|points?|GB|MB|TB)"
-    r"(?:\s?(?:/|per)\s?(?:s|sec|second|min|minute|h|hour|day|week|month|request|user|page|account)\b)?(?!\w)"
+    r"(?:\s?(?:/|per)\s?(?:s|sec|second|min|minute|h|hour|day|week|month|request|user|page|account)\b)?(?!\w))"
 )
 _BIG_NUMBER = re.compile(r"\b\d[\d,.]*\d\b")
 #: A number with the word that says what it is: "port 8443", "build 5207".
@@ -502,23 +507,48 @@ def _names_in(t: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-#: A word no identifier form can match any part of: letters (a capital only first), inner hyphens, and
-#: brackets, quotes and punctuation around them; but no digit, ``_``, ``/``, ``#``, ``~``, code quote,
-#: inner ``.`` or ``:``, nor a second capital. Most words of a sentence are such words.
-_PLAIN_WORD = re.compile(r"""(?<!\S)[(\["']*[A-Z]?[a-z]+(?:-[a-z]+)*[.,;:!?)\]"']*(?!\S)""")
+#: Words whose identifiers :func:`idents_in` remembers, per generation (the newest, and the generation
+#: before: bounded in a process that runs for months, a few megabytes at most), and the longest word kept.
+WORD_IDENTS_SIZE = 1 << 14
+WORD_IDENTS_MAX_CHARS = 64
+_word_idents_young: dict[str, tuple[str, ...]] = {}
+_word_idents_old: dict[str, tuple[str, ...]] = {}
+
+
+def _word_idents(word: str) -> tuple[str, ...]:
+    """The identifiers in one white-space-free ``word``, remembered in two generations (as
+    ``linecount.count_piece``): the words of a conversation come back again and again."""
+    global _word_idents_young, _word_idents_old
+    found = _word_idents_old.get(word)
+    if found is None:
+        found = tuple(_IDENT_SCAN.findall(word))
+        if len(word) > WORD_IDENTS_MAX_CHARS:
+            return found  # a path, a hash, a blob: seldom seen again
+    if len(_word_idents_young) >= WORD_IDENTS_SIZE:
+        _word_idents_young, _word_idents_old = {}, _word_idents_young
+    _word_idents_young[word] = found  # dict operations: the compaction thread and the agent's may both be here
+    return found
 
 
 @functools.lru_cache(maxsize=_UNIT_CACHE)
 def idents_in(t: str) -> tuple[str, ...]:
     """Every :data:`IDENT_RE` match in a clipped unit, remembered: scoring and key phrases both need them.
 
-    The scan runs on the unit without its plain words (:data:`_PLAIN_WORD`), a fraction of
-    its length: the same matches. No form matches white space (but a code quote, so a
-    unit holding one is scanned whole), so every match lies inside one word; a plain word
-    holds none; and each word kept still has white space (or the end) on both sides, all
-    its forms' look-behinds and word boundaries see (``tests/test_digest_speed.py``).
+    Found word by word, each word's identifiers remembered (:func:`_word_idents`): the same
+    matches. No form matches white space (but a code quote, so a unit holding one is scanned
+    whole), so every match lies inside one word (what ``str.split`` cuts at is what ``\\s`` is);
+    and the forms' look-behinds and word boundaries see white space or the end of the text at a
+    word's edges, the same either way, as their look-aheads stop at white space
+    (``tests/test_digest_speed.py``). A word is most often one seen before: a dictionary lookup
+    where the scan tried every form at its every boundary (it was a third of a unit's facts).
     """
-    return tuple(_IDENT_SCAN.findall(t if "`" in t else _PLAIN_WORD.sub("", t)))
+    if "`" in t:
+        return tuple(_IDENT_SCAN.findall(t))
+    words = t.split()
+    found = list(map(_word_idents_young.get, words))
+    if None in found:
+        found = [_word_idents(w) if f is None else f for f, w in zip(found, words)]
+    return tuple(chain.from_iterable(found))  # type: ignore[arg-type]  # no None left
 
 
 @functools.lru_cache(maxsize=_UNIT_CACHE)
