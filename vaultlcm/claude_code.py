@@ -12,7 +12,9 @@ session: ``<project folder>-<first 8 characters of the session id>``
 Every ingest reads the whole session (its files merged by time, so a subagent's
 lines sit where they happened) and stores what is new: import keys make it
 idempotent (:mod:`vaultlcm.formats`), so a hook that fires after every turn, a
-re-run of ``import`` and a grown transcript all store each line once.
+re-run of ``import`` and a grown transcript all store each line once. The hook
+reads only what was appended since its last event when it can prove that this
+stores exactly what a full read would (:mod:`vaultlcm.claude_resume`).
 
 :func:`run_hook` is what ``vaultlcm hook claude-code`` runs for a hook event. It
 must never block or break the agent: it prints nothing on stdout, always exits
@@ -440,9 +442,11 @@ def handle_event(event: HookEvent, root: Path, *, create: bool, environ: Mapping
             if seen.unchanged(session, stamps):
                 log.write(f"{where}: unchanged since the last event; nothing to do")
                 return
-            report = ingest_session(vault, session, cwd=event.cwd)
+            from .claude_resume import ingest_growing
+
+            report, how = ingest_growing(vault, session, cwd=event.cwd)
             seen.record(session, stamps)
-        log.write(f"{where}: {report.describe()} [{time.monotonic() - start:.1f}s]")
+        log.write(f"{where}: {report.describe()} [{time.monotonic() - start:.1f}s; read {how}]")
     except VaultLCMError as exc:
         (log or fallback_log(environ)).write(f"{where}: error: {' '.join(str(exc).split())}")
     except BaseException as exc:  # noqa: BLE001 - the agent must never see a hook failure
