@@ -42,7 +42,8 @@ import json, sys
 from pathlib import Path
 from vaultlcm.claude_code import run_hook
 payload, root = sys.argv[1], Path(sys.argv[2])
-run_hook(payload.encode(), root=root, create=True, environ={}, time_limit=3600, detach=False)
+run_hook(payload.encode(), root=root, create=True, environ={"XDG_CACHE_HOME": sys.argv[3]}, time_limit=3600,
+         detach=False)
 """
 
 
@@ -85,11 +86,18 @@ def run_event(main: Path, vault: Path) -> tuple[float, str]:
     """One hook event in a fresh process: its CPU seconds and the line it logged."""
     payload = json.dumps({"session_id": SESSION, "transcript_path": str(main), "cwd": "/home/dev/ledgerly",
                           "hook_event_name": "Stop"})
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, payload, str(vault)],
+    cache = vault.parent / "cache"
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, payload, str(vault), str(cache)],
                             env=os.environ | {"PYTHONPATH": str(ROOT)})
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    log = (vault / ".vaultlcm" / "hooks.log").read_text(encoding="utf-8").splitlines()
+    try:
+        log = (vault / ".vaultlcm" / "hooks.log").read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        failed = cache / "vaultlcm" / "hooks.log"
+        raise SystemExit(f"the hook failed: {failed.read_text(encoding='utf-8') if failed.exists() else proc.returncode}")
+    if ": error: " in log[-1] or "unexpected error" in log[-1]:
+        raise SystemExit(f"the hook failed: {log[-1]}")
     return usage.ru_utime + usage.ru_stime, log[-1]
 
 

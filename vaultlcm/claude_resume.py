@@ -43,8 +43,6 @@ from .formats import ParseState
 
 if TYPE_CHECKING:
     from .claude_code import Session
-    from .ingest import IngestReport
-    from .vault import Vault
 
 #: Where the states live, one file per session, in the vault's state folder.
 RESUME_DIR = "claude-code-resume"
@@ -147,7 +145,8 @@ class ResumeStore:
 # -- reading --------------------------------------------------------------------------
 
 
-def _hash(data: bytes) -> str:
+def transcript_hash(data: bytes) -> str:
+    """The short hash the marks keep of a file's bytes."""
     return hashlib.sha256(data).hexdigest()[:32]
 
 
@@ -232,7 +231,7 @@ class Step:
     safe: bool
 
 
-class _Mismatch(Exception):
+class Mismatch(Exception):
     """The state does not fit the session: read it whole."""
 
 
@@ -254,7 +253,8 @@ class _Read:
             open_line = self.before.open_line
         head = (self.head + self.known)[: min(CHECK_BYTES, offset)] if self.start == 0 else self.head
         back = self.known[max(0, offset - CHECK_BYTES) - self.start: offset - self.start]
-        return FileMark(str(self.path), offset, _hash(head[: min(CHECK_BYTES, offset)]), _hash(back), open_line)
+        return FileMark(str(self.path), offset, transcript_hash(head[: min(CHECK_BYTES, offset)]),
+                        transcript_hash(back), open_line)
 
 
 def _read_from(path: Path, mark: FileMark | None) -> _Read:
@@ -267,17 +267,18 @@ def _read_from(path: Path, mark: FileMark | None) -> _Read:
         start = max(0, mark.offset - CHECK_BYTES)
         fh.seek(start)
         rest = fh.read()
-    if len(rest) < mark.offset - start or _hash(head) != mark.head or _hash(rest[: mark.offset - start]) != mark.back:
-        raise _Mismatch(f"{path.name} was cut short or rewritten")
+    if len(rest) < mark.offset - start or transcript_hash(head) != mark.head or (
+            transcript_hash(rest[: mark.offset - start]) != mark.back):
+        raise Mismatch(f"{path.name} was cut short or rewritten")
     new = rest[mark.offset - start:]
     if mark.open_line and new and not new.startswith(b"\n"):
-        raise _Mismatch(f"{path.name}: a line read whole was continued")
+        raise Mismatch(f"{path.name}: a line read whole was continued")
     return _Read(path, mark, new, b"" if start == 0 else head, rest, start)
 
 
 def read_step(session: "Session", marks: list[FileMark] | None) -> Step:
     """The session's document after ``marks`` (the whole of it without), as
-    :func:`~vaultlcm.claude_code.read_session` would give it; raises ``_Mismatch``."""
+    :func:`~vaultlcm.claude_code.read_session` would give it; raises ``Mismatch``."""
     names = [str(p) for p in session.files]
     found: list[FileMark | None] = [None] * len(names)
     if marks is not None:
@@ -285,9 +286,9 @@ def read_step(session: "Session", marks: list[FileMark] | None) -> Step:
         # once the session is merged (a first subagent file changes how the main one is read).
         by_path = {m.path: m for m in marks}
         if [n for n in names if n in by_path] != [m.path for m in marks]:
-            raise _Mismatch("a transcript of the session is gone")
+            raise Mismatch("a transcript of the session is gone")
         if len(names) > 1 and len(marks) == 1:
-            raise _Mismatch("a first subagent transcript")
+            raise Mismatch("a first subagent transcript")
         found = [by_path.get(n) for n in names]
     reads: list[_Read] = []
     for path, mark in zip(session.files, found):
@@ -297,7 +298,7 @@ def read_step(session: "Session", marks: list[FileMark] | None) -> Step:
             if path == session.main:
                 raise
             if marks is not None:
-                raise _Mismatch(f"{path.name} is gone") from None
+                raise Mismatch(f"{path.name} is gone") from None
             # read_session leaves it out; the next event sees another list of files and reads everything
     if len(reads) == 1:
         new = reads[0].new
@@ -318,7 +319,7 @@ def read_step(session: "Session", marks: list[FileMark] | None) -> Step:
         keys, jsons = keys + more, jsons + more_jsons
         if before is not None and before.lines and before.last is None:
             if any(k is not None for k in keys):
-                raise _Mismatch(f"{r.path.name}: the first time came after untimed lines")
+                raise Mismatch(f"{r.path.name}: the first time came after untimed lines")
             first = _EARLIEST
         else:
             first = next((k for k in keys if k is not None), _EARLIEST)
@@ -359,7 +360,7 @@ def _check_order(marks: list[FileMark | None], timed: list[list[tuple[datetime, 
             continue
         firsts = [k for (k, _, _), ok in zip(lines, parsed[j]) if ok or not rising]
         if firsts and (firsts[0], j) <= max(others):  # type: ignore[operator]
-            raise _Mismatch("a new line goes before lines already read")
+            raise Mismatch("a new line goes before lines already read")
 
 
 def named_in_read(pieces: list[tuple[bytes, bool]]) -> bool:
@@ -378,77 +379,6 @@ def named_in_read(pieces: list[tuple[bytes, bool]]) -> bool:
     return False
 
 
-# -- the event ---------------------------------------------------------------------------
-
-
-def _settings(vault: "Vault") -> str:
-    from .layout import SETTINGS_FILE
-
-    try:
-        return _hash((vault.layout.root / SETTINGS_FILE).read_bytes())
-    except OSError:
-        return ""
-
-
-def ingest_growing(vault: "Vault", session: "Session", *, cwd: str | None = None, full: bool = False,
-                   ) -> tuple["IngestReport", str]:
-    """Store what is new in ``session``, reading only what was appended since the last call when it can.
-
-    Returns the report (counting, as a full read does, the records read before as
-    already stored) and how it read: ``"new lines"`` or why it read everything.
-    ``full`` reads everything (and starts the state again).
-    """
-    from .claude_code import conversation_name
-
-    store = ResumeStore(vault.layout.state_dir / RESUME_DIR)
-    state = None if full else store.load(session)
-    settings = _settings(vault)
-    how = "whole session: asked" if full else "whole session: no state"
-    step: Step | None = None
-    if state is not None:
-        try:
-            if state.settings != settings:
-                raise _Mismatch("the settings changed")
-            if not (state.parse.lines and state.parse.has_kind and state.parse.records):
-                raise _Mismatch("the state cannot be continued")
-            catalog = vault.catalog
-            if (catalog.count(state.conversation), catalog.last(state.conversation)[1]) != (
-                    state.count, state.last_id):
-                raise _Mismatch("the conversation changed since")
-            step = read_step(session, state.files)
-            if not state.named and conversation_name(session, step.data, cwd) != state.conversation:
-                raise _Mismatch("the conversation name changed")
-        except _Mismatch as exc:
-            how, step = f"whole session: {exc}", None
-    if step is not None and state is not None:
-        before = state.parse.records
-        parse, conv, named = state.parse, state.conversation, state.named
-        how = "new lines"
-    else:
-        step = read_step(session, None)
-        before, parse = 0, ParseState()
-        conv = conversation_name(session, step.data, cwd)
-        named = False
-    report = vault.ingest_bytes(conv, step.data, format="claude-code", source=str(session.main),
-                                skip_bad_lines=True, keep_bad_timestamps=True, resume=parse)
-    report.already_stored += before
-    if not step.safe:
-        store.drop(session)
-        return report, how
-    named = named or named_in_read(step.pieces)
-    count, last_id = vault.catalog.count(conv), vault.catalog.last(conv)[1]
-    store.save(session, SessionState(step.files, conv, named, settings, count, last_id, parse))
-    return report, how
-
-
-def state_size(vault_state_dir: Path, session: "Session") -> int:
-    """Bytes of the state kept for ``session`` (0 without one): what the benchmark reports."""
-    try:
-        return ResumeStore(vault_state_dir / RESUME_DIR).path(session).stat().st_size
-    except OSError:
-        return 0
-
-
-__all__ = ["LIMIT", "RESUME_DIR", "FileMark", "ResumeStore", "SessionState", "Step", "ingest_growing", "read_step",
-           "state_size"]
+__all__ = ["LIMIT", "RESUME_DIR", "FileMark", "Mismatch", "ResumeStore", "SessionState", "Step", "named_in_read",
+           "read_step", "transcript_hash"]
 
