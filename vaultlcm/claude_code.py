@@ -277,6 +277,7 @@ def ingest_growing(vault: "Vault", session: Session, *, cwd: str | None = None, 
             how, step = f"whole session: {exc}", None
     if step is not None and state is not None:
         before, parse, conv, named = state.parse.records, state.parse, state.conversation, state.named
+        parse.line = step.line_base
         how = "new lines"
     else:
         step = read_step(session, None)

@@ -71,6 +71,8 @@ class FileMark:
     top: str | None = None
     #: The merge times of the lines read never went back.
     rising: bool = True
+    #: Lines read (``\n`` before the offset; in a merged session, the non-blank lines): for line numbers.
+    nl: int = 0
 
 
 @dataclass
@@ -229,6 +231,8 @@ class Step:
     #: Per line of ``data``'s merge, whether it counts as read (to place the ``cwd`` a name came from).
     pieces: list[tuple[bytes, bool]]
     safe: bool
+    #: The document's lines before ``data`` (for error messages).
+    line_base: int = 0
 
 
 class Mismatch(Exception):
@@ -300,10 +304,13 @@ def read_step(session: "Session", marks: list[FileMark] | None) -> Step:
             if marks is not None:
                 raise Mismatch(f"{path.name} is gone") from None
             # read_session leaves it out; the next event sees another list of files and reads everything
+    base = sum(r.before.nl for r in reads if r.before)
     if len(reads) == 1:
         new = reads[0].new
         taken, open_line, ok = _taken(new, False)
-        return Step(new, [reads[0].mark(taken, open_line)], [(new[:taken], True), (new[taken:], False)], ok)
+        mark = reads[0].mark(taken, open_line)
+        mark.nl = base + new[:taken].count(b"\n")
+        return Step(new, [mark], [(new[:taken], True), (new[taken:], False)], ok, base)
     out: list[FileMark] = []
     safe = True
     timed: list[list[tuple[datetime, int, bytes]]] = []
@@ -332,6 +339,7 @@ def read_step(session: "Session", marks: list[FileMark] | None) -> Step:
         tops = full[: len(read)] + ([d] if before and (d := _when(before.top)) else [])
         mark.top = _iso(max(tops)) if tops else None
         mark.rising = (before.rising if before else True) and _rising(full[: len(read)], prev)
+        mark.nl = (before.nl if before else 0) + len(read)
         rising = rising and (before.rising if before else True) and _rising(full, prev)
         out.append(mark)
         timed.append([(k, int(n < len(read)), line) for n, (k, line) in enumerate(zip(full, read + left))])
@@ -339,7 +347,8 @@ def read_step(session: "Session", marks: list[FileMark] | None) -> Step:
     if marks is not None:
         _check_order(found, timed, parsed, rising)
     joined = list(heapq.merge(*timed, key=lambda x: x[0]))
-    return Step(b"".join(line for _, _, line in joined), out, [(line, bool(r)) for _, r, line in joined], safe)
+    return Step(b"".join(line for _, _, line in joined), out, [(line, bool(r)) for _, r, line in joined], safe,
+                base)
 
 
 def _check_order(marks: list[FileMark | None], timed: list[list[tuple[datetime, int, bytes]]],

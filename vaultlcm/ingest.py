@@ -89,7 +89,7 @@ def incoming_from_document(
     if resume is not None and resume.records:
         if format == "auto" or not resume.lines:
             raise UsageError("only a JSON Lines document of a known format can be continued")
-        doc = formats.read_lines(data, source=source, skip_bad_lines=skip_bad_lines)
+        doc = formats.read_lines(data, source=source, skip_bad_lines=skip_bad_lines, first_line=resume.line + 1)
         incoming = formats.parse(format, doc.records, source=source, keep_bad_timestamps=keep_bad_timestamps,
                                  resume=resume)
         return format, incoming, doc.skipped

@@ -102,19 +102,19 @@ def read_document(data: bytes, *, source: str, skip_bad_lines: bool = False) -> 
     return _checked(doc, source, skip_bad_lines)
 
 
-def read_lines(data: bytes, *, source: str, skip_bad_lines: bool = False) -> Document:
+def read_lines(data: bytes, *, source: str, skip_bad_lines: bool = False, first_line: int = 1) -> Document:
     """Decode ``data`` as JSON Lines only: the lines appended to a document :func:`read_document` read as
     JSON Lines (``Document.lines``), read exactly as they would be as part of the whole.
 
-    Line numbers count from the start of ``data``; a byte-order mark is not skipped (in the
-    middle of a document it is not one).
+    Line numbers count from ``first_line`` (the document's line ``data`` starts on); a byte-order
+    mark is not skipped (in the middle of a document it is not one).
     """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputFormatError(f"byte 0x{data[exc.start]:02x} is not valid UTF-8; save the transcript as UTF-8",
-                               source=source, line=data[: exc.start].count(b"\n") + 1) from None
-    return _checked(_read_lines(text, source, skip_bad_lines), source, skip_bad_lines)
+                               source=source, line=data[: exc.start].count(b"\n") + first_line) from None
+    return _checked(_read_lines(text, source, skip_bad_lines, first_line), source, skip_bad_lines)
 
 
 def _checked(doc: Document, source: str, skip_bad_lines: bool) -> Document:
@@ -207,10 +207,10 @@ def _list_start(text: str, idx: int, key: str, source: str) -> int:
     raise InputFormatError(f"member {key!r} not found", source=source)  # unreachable: the object was decoded
 
 
-def _read_lines(text: str, source: str, skip_bad_lines: bool) -> Document:
+def _read_lines(text: str, source: str, skip_bad_lines: bool, first_line: int = 1) -> Document:
     doc = Document([], lines=True)
     # Only "\n" ends a line: U+2028 and friends may sit raw inside JSON strings.
-    for number, raw in enumerate(text.split("\n"), start=1):
+    for number, raw in enumerate(text.split("\n"), start=first_line):
         if raw.strip(" \t\r\n"):
             try:
                 doc.records.append((number, _DECODER.decode(raw)))

@@ -45,6 +45,9 @@ class ParseState:
 
     records: int = 0
     lines: bool = False
+    #: Lines of the document before the part handed over next, set by whoever knows where it
+    #: stopped (error messages then name the document's own line numbers); not saved.
+    line: int = 0
     #: A record of the format itself was seen (``no claude-code records`` is checked on the whole document).
     has_kind: bool = False
     #: The time of the last record that had one (what the next record without a time takes).
