@@ -12,7 +12,9 @@ session: ``<project folder>-<first 8 characters of the session id>``
 Every ingest reads the whole session (its files merged by time, so a subagent's
 lines sit where they happened) and stores what is new: import keys make it
 idempotent (:mod:`vaultlcm.formats`), so a hook that fires after every turn, a
-re-run of ``import`` and a grown transcript all store each line once.
+re-run of ``import`` and a grown transcript all store each line once. The hook
+reads only what was appended since its last event when it can prove that this
+stores exactly what a full read would (:mod:`vaultlcm.claude_resume`).
 
 :func:`run_hook` is what ``vaultlcm hook claude-code`` runs for a hook event. It
 must never block or break the agent: it prints nothing on stdout, always exits
@@ -241,6 +243,68 @@ def ingest_session(vault: "Vault", session: Session, *, cwd: str | None = None, 
                               keep_bad_timestamps=True, progress=progress, refresh_views=refresh_views)
 
 
+def ingest_growing(vault: "Vault", session: Session, *, cwd: str | None = None, full: bool = False,
+                   ) -> tuple["IngestReport", str]:
+    """:func:`ingest_session` reading only what was appended since the last call, when that stores
+    exactly what a full read would (:mod:`vaultlcm.claude_resume`; the hook's way).
+
+    Returns the report (the records read before count as already stored, as in a full
+    read) and how it read: ``"new lines"``, or ``"whole session: <why>"``. ``full``
+    reads the whole session (and starts the state again).
+    """
+    from .claude_resume import RESUME_DIR, Mismatch, ResumeStore, SessionState, Step, named_in_read, read_step
+    from .formats import ParseState
+
+    store = ResumeStore(vault.layout.state_dir / RESUME_DIR)
+    state = None if full else store.load(session)
+    settings = _settings_stamp(vault)
+    how = "whole session: asked" if full else "whole session: no state"
+    step: Step | None = None
+    if state is not None:
+        try:
+            if state.settings != settings:
+                raise Mismatch("the settings changed")
+            if not (state.parse.lines and state.parse.has_kind and state.parse.records):
+                raise Mismatch("the state cannot be continued")
+            # Someone else wrote to the conversation or deleted from it: a full read would store it again.
+            if (vault.catalog.count(state.conversation), vault.catalog.last(state.conversation)[1]) != (
+                    state.count, state.last_id):
+                raise Mismatch("the conversation changed since")
+            step = read_step(session, state.files)
+            if not state.named and conversation_name(session, step.data, cwd) != state.conversation:
+                raise Mismatch("the conversation name changed")
+        except Mismatch as exc:
+            how, step = f"whole session: {exc}", None
+    if step is not None and state is not None:
+        before, parse, conv, named = state.parse.records, state.parse, state.conversation, state.named
+        parse.line = step.line_base
+        how = "new lines"
+    else:
+        step = read_step(session, None)
+        before, parse, named = 0, ParseState(), False
+        conv = conversation_name(session, step.data, cwd)
+    report = vault.ingest_bytes(conv, step.data, format="claude-code", source=str(session.main),
+                                skip_bad_lines=True, keep_bad_timestamps=True, resume=parse)
+    report.already_stored += before
+    if not step.safe:  # a line left for later could still give a record: no state to go on from
+        store.drop(session)
+        return report, how
+    named = named or named_in_read(step.pieces)
+    count, last_id = vault.catalog.count(conv), vault.catalog.last(conv)[1]
+    store.save(session, SessionState(step.files, conv, named, settings, count, last_id, parse))
+    return report, how
+
+
+def _settings_stamp(vault: "Vault") -> str:
+    from .claude_resume import transcript_hash
+    from .layout import SETTINGS_FILE
+
+    try:
+        return transcript_hash((vault.layout.root / SETTINGS_FILE).read_bytes())
+    except OSError:
+        return ""
+
+
 # -- importing past sessions ----------------------------------------------------------
 
 
@@ -440,9 +504,9 @@ def handle_event(event: HookEvent, root: Path, *, create: bool, environ: Mapping
             if seen.unchanged(session, stamps):
                 log.write(f"{where}: unchanged since the last event; nothing to do")
                 return
-            report = ingest_session(vault, session, cwd=event.cwd)
+            report, how = ingest_growing(vault, session, cwd=event.cwd)
             seen.record(session, stamps)
-        log.write(f"{where}: {report.describe()} [{time.monotonic() - start:.1f}s]")
+        log.write(f"{where}: {report.describe()} [{time.monotonic() - start:.1f}s; read {how}]")
     except VaultLCMError as exc:
         (log or fallback_log(environ)).write(f"{where}: error: {' '.join(str(exc).split())}")
     except BaseException as exc:  # noqa: BLE001 - the agent must never see a hook failure

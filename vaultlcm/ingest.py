@@ -76,18 +76,34 @@ def incoming_from_document(
     format: str = "auto",
     skip_bad_lines: bool = False,
     keep_bad_timestamps: bool = False,
+    resume: formats.ParseState | None = None,
 ) -> tuple[str, list[Incoming], list[tuple[int, str]]]:
-    """Parse a transcript: ``(format, incoming messages, skipped lines)``."""
+    """Parse a transcript: ``(format, incoming messages, skipped lines)``.
+
+    With ``resume`` (:class:`~vaultlcm.formats.ParseState`) holding records already,
+    ``data`` is the JSON Lines appended to the document it was updated with, and may
+    hold none; ``format`` must then be given.
+    """
     if format != "auto" and format not in formats.FORMATS:
         raise UsageError(f"unknown format {format!r}; choose one of auto, {', '.join(formats.FORMATS)}")
+    if resume is not None and resume.records:
+        if format == "auto" or not resume.lines:
+            raise UsageError("only a JSON Lines document of a known format can be continued")
+        doc = formats.read_lines(data, source=source, skip_bad_lines=skip_bad_lines, first_line=resume.line + 1)
+        incoming = formats.parse(format, doc.records, source=source, keep_bad_timestamps=keep_bad_timestamps,
+                                 resume=resume)
+        return format, incoming, doc.skipped
     doc = formats.read_document(data, source=source, skip_bad_lines=skip_bad_lines)
+    if resume is not None:
+        resume.lines = doc.lines
     if not doc.records:
         if doc.skipped:
             line, why = doc.skipped[0]
             raise InputFormatError(f"no readable records: every line was skipped (first: {why})", source=source, line=line)
         raise InputFormatError("no messages found (the input is empty)", source=source)
     fmt = formats.detect_format(doc.records, source=source) if format == "auto" else format
-    incoming = formats.parse(fmt, doc.records, source=source, keep_bad_timestamps=keep_bad_timestamps, document=doc)
+    incoming = formats.parse(fmt, doc.records, source=source, keep_bad_timestamps=keep_bad_timestamps, document=doc,
+                             resume=resume)
     return fmt, incoming, doc.skipped
 
 

@@ -24,7 +24,7 @@ from .compaction import CompactionReport, Compactor
 from .dag import Dag
 from .indexing import IndexKeeper, parse_when
 from .errors import GitError, InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
-from .formats import Incoming
+from .formats import Incoming, ParseState
 from .fsutil import read_file
 from .ingest import IngestReport, incoming_from_api, incoming_from_document, redact_incoming, unencodable
 from .layout import InitReport, VaultLayout, checked_name, choose_state_dir, init_vault
@@ -160,6 +160,7 @@ class Vault:
         self, conversation: str, data: bytes, *, format: str = "auto", source: str = "<input>",
         skip_bad_lines: bool = False, keep_bad_timestamps: bool = False, allow_duplicates: bool = False,
         progress: Progress | None = None, refresh_views: bool = True, git_commit: bool | None = None,
+        resume: ParseState | None = None,
     ) -> IngestReport:
         """Parse a transcript (JSON Lines, a JSON array, or one object holding ``messages``) and ingest it.
 
@@ -169,13 +170,20 @@ class Vault:
         and the vault's index note are brought up to date afterwards (a batch of
         imports passes False and calls :meth:`refresh_views` once). ``git_commit`` (default: the
         ``git_auto_commit`` setting) commits the new messages to git afterwards.
+
+        ``resume`` (a :class:`vaultlcm.formats.ParseState`) reads a growing transcript a
+        part at a time: a fresh one is filled in by this call; one that holds records
+        takes ``data`` as the lines appended since (possibly none), gives them the keys,
+        times and links a read of the whole would, and is brought forward. The report
+        then counts only these lines.
         """
         conv = validate_conversation_name(conversation)
         self._require_writable("ingest")
         if git_commit:
             gitsync.require_repo(self.root)  # asked for explicitly: say so before anything is written
         fmt, incoming, skipped = incoming_from_document(
-            data, source=source, format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps)
+            data, source=source, format=format, skip_bad_lines=skip_bad_lines, keep_bad_timestamps=keep_bad_timestamps,
+            resume=resume)
         report = self._store(conv, incoming, dedupe=not allow_duplicates, fmt=fmt, refresh=refresh_views,
                              progress=progress)
         report.skipped_lines = skipped

@@ -58,15 +58,16 @@ from .api import (
     to_native,
     to_openai,
 )
-from .jsondoc import Document, failer, read_document
+from .jsondoc import Document, failer, read_document, read_lines
+from .resume import ParseState
 
 FORMATS = ("native", "openai", "anthropic", "claude-code", "openclaw")
 #: ``claude-code`` and ``openclaw`` export gives back the session lines of messages read from such a file.
 EXPORT_FORMATS = ("native", "openai", "anthropic", "claude-code", "openclaw")
 
 __all__ = [
-    "EXPORT_FORMATS", "FORMATS", "Document", "Incoming", "detect_format", "parse", "read_document", "record_keys",
-    "to_records",
+    "EXPORT_FORMATS", "FORMATS", "Document", "Incoming", "ParseState", "detect_format", "parse", "read_document",
+    "read_lines", "record_keys", "to_records",
 ]
 
 
@@ -169,16 +170,21 @@ def parse(
     source: str,
     keep_bad_timestamps: bool = False,
     document: Document | None = None,
+    resume: ParseState | None = None,
 ) -> list[Incoming]:
     """Turn ``(line, record)`` pairs in format ``fmt`` into messages (see the module docstring).
 
     ``document`` (from :func:`read_document`) lets a single-object file keep its
-    other fields: they become a leading non-chat record.
+    other fields: they become a leading non-chat record. ``resume`` (see
+    :mod:`.resume`) parses ``records`` as the continuation of the records it was
+    updated with before (keys, times and subagent links as for the whole), and is
+    updated with them.
     """
     reader = _READERS.get(fmt)
     if reader is None:
         raise UsageError(f"unknown transcript format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if fmt in _IS_KIND and records and not any(_IS_KIND[fmt](rec) for _, rec in records):
+    check = fmt in _IS_KIND and bool(records) and not (resume is not None and resume.has_kind)
+    if check and not any(_IS_KIND[fmt](rec) for _, rec in records):
         line = records[0][0]
         raise InputFormatError(
             f"no {fmt} records found: the lines do not look like a {fmt} session file; "
@@ -187,7 +193,7 @@ def parse(
         records = _trajectory_records(records)
     reads: list[tuple[int, Read]] = [(line, reader(rec, failer(source, line))) for line, rec in records]
     if fmt == "claude-code":
-        link_subagents([read for _, read in reads])
+        link_subagents([read for _, read in reads], resume)
     if document is not None and document.wrapper:
         head = Message(role="document", extra=document.wrapper,
                        hints={"format": "native", "line": True, "wrapped": document.wrapped})
@@ -196,25 +202,35 @@ def parse(
     values = [rec for _, rec in records]
     if len(reads) > len(values):  # the leading wrapper record of a single-object file
         values.insert(0, {"document": document.wrapper if document else {}})
-    keys = record_keys([(line, value) for (line, _), value in zip(reads, values)])
-    for (line, read), key, at in zip(reads, keys, _times(reads, source, keep_bad_timestamps)):
+    keys = record_keys([(line, value) for (line, _), value in zip(reads, values)], resume)
+    for (line, read), key, at in zip(reads, keys, _times(reads, source, keep_bad_timestamps, resume)):
         out.append(Incoming(read.message, line, key, at, read.lane, read.thread))
+    if resume is not None:
+        resume.records += len(records)
+        resume.has_kind = resume.has_kind or bool(records)  # the check above passed
     return out
 
 
-def record_keys(records: list[tuple[int, Any]]) -> list[str]:
-    """Import keys of records: a hash of each record plus how many identical ones came before it."""
+def record_keys(records: list[tuple[int, Any]], resume: ParseState | None = None) -> list[str]:
+    """Import keys of records: a hash of each record plus how many identical ones came before it
+    (in ``resume``'s records too, when given; it counts these)."""
     keys: list[str] = []
+    if resume is not None:
+        for _line, value in records:
+            digest = hashlib.sha256(canonical_json(value).encode("utf-8")).digest()[:12]
+            keys.append(f"{digest.hex()}.{resume.bump(digest)}")
+        return keys
     seen: dict[str, int] = {}
     for _line, value in records:
-        digest = hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()[:24]
-        n = seen.get(digest, 0)
-        seen[digest] = n + 1
-        keys.append(f"{digest}.{n}")
+        hexdigest = hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()[:24]
+        n = seen.get(hexdigest, 0)
+        seen[hexdigest] = n + 1
+        keys.append(f"{hexdigest}.{n}")
     return keys
 
 
-def _times(reads: list[tuple[int, Read]], source: str, keep_bad: bool) -> list[datetime | None]:
+def _times(reads: list[tuple[int, Read]], source: str, keep_bad: bool,
+           resume: ParseState | None = None) -> list[datetime | None]:
     given: list[datetime | None] = []
     for line, read in reads:
         message = read.message
@@ -227,10 +243,12 @@ def _times(reads: list[tuple[int, Read]], source: str, keep_bad: bool) -> list[d
                     source=source, line=line)
         given.append(parse_timestamp(message.timestamp, source=source, line=line) if message.timestamp else None)
     out: list[datetime | None] = []
-    last: datetime | None = None
+    last: datetime | None = resume.last if resume is not None else None
     for at in given:
         last = at or last
         out.append(last)
+    if resume is not None:
+        resume.last = last
     first = next((at for at in given if at is not None), None)
     for i, at in enumerate(out):
         if at is not None:

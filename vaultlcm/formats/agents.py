@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..messages import Message
 from .api import FORMAT_HINT, Fail, from_anthropic_block, keep_part, renamed, take_timestamp
+
+if TYPE_CHECKING:
+    from .resume import ParseState
 
 
 @dataclass(frozen=True)
@@ -212,14 +215,19 @@ def to_openclaw(message: Message) -> dict[str, Any]:
 _AGENT_ID = re.compile(r"\bagentId: ([A-Za-z0-9_-]+)")
 
 
-def link_subagents(reads: list[Read]) -> None:
+def link_subagents(reads: list[Read], resume: "ParseState | None" = None) -> None:
     """Name, on each subagent line, the ``Task`` call that started its subagent.
 
     The Task result names the agent (``agentId: a4e80a2``, and in
     ``toolUseResult.agentId``); subagent lines carry that ``agentId``. Older
     transcripts are matched by the subagent's first prompt, which is the Task
-    call's ``prompt``.
+    call's ``prompt``. The maps are built from every line given (a Task result
+    after a subagent's lines still names it); ``resume`` holds them for the lines
+    read before, and is updated (prompts by their hash: they can be long).
     """
+    if resume is not None:
+        _link_resumed(reads, resume)
+        return
     by_agent: dict[str, str] = {}
     by_prompt: dict[str, str] = {}
     for read in reads:
@@ -249,6 +257,51 @@ def link_subagents(reads: list[Read]) -> None:
         if agent not in first_prompt and read.message.role == "user":
             first_prompt[agent] = read.message.text.strip()
         task = by_agent.get(agent) or by_prompt.get(first_prompt.get(agent, ""))
+        if task:
+            read.thread["task"] = task
+
+
+def _task_links(reads: list[Read]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """``(prompt, call id)`` of each Task call and ``(agent, call id)`` of each Task result, in order."""
+    prompts: list[tuple[str, str]] = []
+    agents: list[tuple[str, str]] = []
+    for read in reads:
+        if read.lane == "side":
+            continue
+        for block in read.message.content:
+            if block.get("type") == "tool_call" and isinstance(block.get("arguments"), dict):
+                prompt = block["arguments"].get("prompt")
+                if isinstance(prompt, str):
+                    prompts.append((prompt.strip(), str(block.get("id"))))
+            if block.get("type") == "tool_result":
+                inner = block.get("content")
+                text = inner if isinstance(inner, str) else " ".join(
+                    str(b.get("text", "")) for b in inner or [] if isinstance(b, dict))
+                result = read.message.extra.get("toolUseResult")
+                agent = result.get("agentId") if isinstance(result, dict) else None
+                if not isinstance(agent, str):
+                    found = _AGENT_ID.search(text)
+                    agent = found.group(1) if found else None
+                if agent:
+                    agents.append((agent, str(block.get("call_id"))))
+    return prompts, agents
+
+
+def _link_resumed(reads: list[Read], resume: "ParseState") -> None:
+    """:func:`link_subagents` with the maps of the lines read before kept in ``resume``."""
+    from .resume import text_hash
+
+    prompts, agents = _task_links(reads)
+    for prompt, call in prompts:
+        resume.by_prompt.setdefault(text_hash(prompt), call)
+    resume.by_agent.update(agents)
+    for read in reads:
+        if read.lane != "side" or not read.thread:
+            continue
+        agent = str(read.thread.get("agent", ""))
+        if agent not in resume.first_prompt and read.message.role == "user":
+            resume.first_prompt[agent] = text_hash(read.message.text.strip())
+        task = resume.by_agent.get(agent) or resume.by_prompt.get(resume.first_prompt.get(agent, text_hash("")))
         if task:
             read.thread["task"] = task
 

@@ -44,6 +44,9 @@ class Document:
     #: For a single-object document: which list held the records, and the other fields.
     wrapped: str | None = None
     wrapper: dict[str, Any] = field(default_factory=dict)
+    #: Read line by line as JSON Lines (or one object on one line, which reads the same):
+    #: the document can be continued with :func:`read_lines` when more lines are appended.
+    lines: bool = False
 
 
 class _DuplicateKey(ValueError):
@@ -96,6 +99,26 @@ def read_document(data: bytes, *, source: str, skip_bad_lines: bool = False) -> 
         doc = _read_object(text, start, source)
     if doc is None:
         doc = _read_lines(text, source, skip_bad_lines)
+    return _checked(doc, source, skip_bad_lines)
+
+
+def read_lines(data: bytes, *, source: str, skip_bad_lines: bool = False, first_line: int = 1) -> Document:
+    """Decode ``data`` as JSON Lines only: the lines appended to a document :func:`read_document` read as
+    JSON Lines (``Document.lines``), read exactly as they would be as part of the whole.
+
+    Line numbers count from ``first_line`` (the document's line ``data`` starts on); a byte-order
+    mark is not skipped (in the middle of a document it is not one).
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFormatError(f"byte 0x{data[exc.start]:02x} is not valid UTF-8; save the transcript as UTF-8",
+                               source=source, line=data[: exc.start].count(b"\n") + first_line) from None
+    return _checked(_read_lines(text, source, skip_bad_lines, first_line), source, skip_bad_lines)
+
+
+def _checked(doc: Document, source: str, skip_bad_lines: bool) -> Document:
+    """``doc`` without the values JSON cannot carry back exactly (an error, or skipped with ``skip_bad_lines``)."""
     kept = []
     for line, value in doc.records:
         try:
@@ -156,7 +179,8 @@ def _read_object(text: str, idx: int, source: str) -> Document | None:
     wrapped = next((k for k in WRAPPED_LISTS if isinstance(obj.get(k), list)), None)
     if wrapped is None:
         if "role" in obj or "type" in obj:
-            return Document([(text.count("\n", 0, idx) + 1, obj)])  # one record (maybe pretty-printed)
+            # one record (maybe pretty-printed; on one line it is what JSON Lines would read)
+            return Document([(text.count("\n", 0, idx) + 1, obj)], lines="\n" not in text[idx:end])
         if "\n" in text[idx:end]:
             raise InputFormatError(
                 "the file is one JSON object, not JSON Lines, and holds no 'messages', 'history' or 'trajectory' "
@@ -183,10 +207,10 @@ def _list_start(text: str, idx: int, key: str, source: str) -> int:
     raise InputFormatError(f"member {key!r} not found", source=source)  # unreachable: the object was decoded
 
 
-def _read_lines(text: str, source: str, skip_bad_lines: bool) -> Document:
-    doc = Document([])
+def _read_lines(text: str, source: str, skip_bad_lines: bool, first_line: int = 1) -> Document:
+    doc = Document([], lines=True)
     # Only "\n" ends a line: U+2028 and friends may sit raw inside JSON strings.
-    for number, raw in enumerate(text.split("\n"), start=1):
+    for number, raw in enumerate(text.split("\n"), start=first_line):
         if raw.strip(" \t\r\n"):
             try:
                 doc.records.append((number, _DECODER.decode(raw)))
