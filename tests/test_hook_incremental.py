@@ -174,6 +174,14 @@ def hook_log(vault: Path) -> list[str]:
     return (vault / ".vaultlcm" / HOOK_LOG).read_text(encoding="utf-8").splitlines()
 
 
+def torn_in_merge(root: Path) -> bool:
+    """A transcript's last line is still being written in a session that is read merged: the old full
+    read gave that line a newline (``read_session``) and could report it as bad JSON; it is no line yet."""
+    where = paths(root)
+    files = [where["main"], *sorted(where["sub"].glob("agent-*.jsonl"))] if where["sub"].is_dir() else [where["main"]]
+    return len(files) > 1 and any(p.is_file() and not p.read_bytes().endswith(b"\n") for p in files)
+
+
 def _cuts(total: int, first: int, fractions: list[float]) -> list[int]:
     return sorted({first + int(f * (total - first)) for f in fractions}) + [total]
 
@@ -194,11 +202,13 @@ def test_a_session_grown_in_steps_is_stored_as_one_full_read_stores_it(
     base = tmp_path_factory.mktemp("grow")
     grown, stepwise, once = base / "grown", base / "stepwise", base / "once"
     errors = []
+    torn = []
     for cut in cuts:
         write_upto(grown, lines, cut)
         event(grown, base / "v-grown")
         write_upto(stepwise, lines, cut)
         errors.append(full_read(stepwise, base / "v-stepwise"))
+        torn.append(torn_in_merge(stepwise))
     write_upto(once, lines, total)
     assert full_read(once, base / "v-once") is None
     result = snapshot(base / "v-grown")
@@ -207,7 +217,11 @@ def test_a_session_grown_in_steps_is_stored_as_one_full_read_stores_it(
     # the same errors too (a cut inside a UTF-8 character: the event stores nothing, the next one does)
     logged = [line.split(": error: ")[1] if ": error: " in line else None for line in hook_log(base / "v-grown")
               if "unchanged since" not in line]
-    assert logged == [e.replace(str(stepwise), str(grown)) if e else None for e in errors]
+    expected = [e.replace(str(stepwise), str(grown)) if e else None for e in errors]
+    # Where the old read took a line still being written for a whole one (a merged session), it may have
+    # reported it as bad JSON; the new read leaves that line for the next event: no error, or the same one.
+    assert all(got == want or (was_torn and got is None) for got, want, was_torn in zip(logged, expected, torn, strict=True)), \
+        (logged, expected, torn)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))

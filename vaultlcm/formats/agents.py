@@ -225,40 +225,10 @@ def link_subagents(reads: list[Read], resume: "ParseState | None" = None) -> Non
     after a subagent's lines still names it); ``resume`` holds them for the lines
     read before, and is updated (prompts by their hash: they can be long).
     """
-    if resume is not None:
-        _link_resumed(reads, resume)
-        return
-    by_agent: dict[str, str] = {}
-    by_prompt: dict[str, str] = {}
-    for read in reads:
-        if read.lane == "side":
-            continue
-        for block in read.message.content:
-            if block.get("type") == "tool_call" and isinstance(block.get("arguments"), dict):
-                prompt = block["arguments"].get("prompt")
-                if isinstance(prompt, str):
-                    by_prompt.setdefault(prompt.strip(), str(block.get("id")))
-            if block.get("type") == "tool_result":
-                inner = block.get("content")
-                text = inner if isinstance(inner, str) else " ".join(
-                    str(b.get("text", "")) for b in inner or [] if isinstance(b, dict))
-                result = read.message.extra.get("toolUseResult")
-                agent = result.get("agentId") if isinstance(result, dict) else None
-                if not isinstance(agent, str):
-                    found = _AGENT_ID.search(text)
-                    agent = found.group(1) if found else None
-                if agent:
-                    by_agent[agent] = str(block.get("call_id"))
-    first_prompt: dict[str, str] = {}
-    for read in reads:
-        if read.lane != "side" or not read.thread:
-            continue
-        agent = str(read.thread.get("agent", ""))
-        if agent not in first_prompt and read.message.role == "user":
-            first_prompt[agent] = read.message.text.strip()
-        task = by_agent.get(agent) or by_prompt.get(first_prompt.get(agent, ""))
-        if task:
-            read.thread["task"] = task
+    from .resume import ParseState
+
+    # One way for both: a whole document links through a state of its own, thrown away after.
+    _link_resumed(reads, resume if resume is not None else ParseState())
 
 
 def _task_links(reads: list[Read]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
