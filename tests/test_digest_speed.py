@@ -153,12 +153,13 @@ def test_the_ident_scan_finds_what_the_plain_pattern_finds(text: str) -> None:
 def test_words_remembered_across_generations_keep_their_identifiers(texts: list[str]) -> None:
     from unittest import mock
 
+    from vaultlcm.memo import Generations
+
     # Two words a generation: words move to the old one, come back, or are dropped while the texts are read twice.
-    with mock.patch.object(facts, "WORD_IDENTS_SIZE", 2), mock.patch.object(facts, "WORD_IDENTS_MAX_CHARS", 6), \
-            mock.patch.object(facts, "_word_idents_young", {}), mock.patch.object(facts, "_word_idents_old", {}):
+    with mock.patch.object(facts, "_WORD_IDENTS", Generations(2)), mock.patch.object(facts, "WORD_IDENTS_MAX_CHARS", 6):
         for text in texts + texts:
             assert facts.idents_in.__wrapped__(text) == tuple(facts.IDENT_RE.findall(text))
-            assert len(facts._word_idents_young) <= 2 and len(facts._word_idents_old) <= 2
+            assert len(facts._WORD_IDENTS.young) <= 2 and len(facts._WORD_IDENTS.old) <= 2
 
 
 @hsettings(max_examples=100, deadline=None)
@@ -171,15 +172,15 @@ def test_remembered_pieces_count_as_the_whole(texts: list[str]) -> None:
 def test_remembered_pieces_survive_their_generations(monkeypatch: pytest.MonkeyPatch) -> None:
     from vaultlcm.summarizers import linecount
 
-    monkeypatch.setattr(linecount, "PIECE_MEMO_SIZE", 4)
-    monkeypatch.setattr(linecount, "_young", {})
-    monkeypatch.setattr(linecount, "_old", {})
+    from vaultlcm.memo import Generations
+
+    monkeypatch.setattr(linecount, "_PIECES", Generations(4))
     texts = [f"- line {i} says {'x' * i} [[sum_{i:016x}|↗]]\n" for i in range(30)] + ["é" * 600, ""]
     for order in (texts, texts[::-1], texts[::3] + texts):
         for t in order:
             assert count_piece(t) == len(encoding().encode(t, disallowed_special=()))
-        assert len(linecount._young) <= 4 and len(linecount._old) <= 4
-    assert all(len(t) <= linecount.PIECE_MAX_CHARS for t in {**linecount._young, **linecount._old})
+        assert len(linecount._PIECES.young) <= 4 and len(linecount._PIECES.old) <= 4
+    assert all(len(t) <= linecount.PIECE_MAX_CHARS for t in {**linecount._PIECES.young, **linecount._PIECES.old})
 
 
 @hsettings(max_examples=60, deadline=None)
@@ -364,12 +365,13 @@ def _clean_the_long_way(text: str) -> str:
     return text.replace("[[", "\\[\\[").replace("]]", "\\]\\]")
 
 
-def _split_the_long_way(line: str) -> list[str]:
+def _split_the_long_way(line: str, end: re.Pattern[str] = facts._SENTENCE_END) -> list[str]:
+    """A line's sentences, every sentence end searched in the whole line (``end``: the pattern)."""
     if len(line) < 24:
         return [line]
     parts: list[str] = []
     start = 0
-    for m in facts._SENTENCE_END.finditer(line):
+    for m in end.finditer(line):
         if facts._ABBREVIATION.search(line[start : m.start()]):
             continue
         parts.append(line[start : m.start()])

@@ -117,11 +117,11 @@ def test_long_runs_of_spaces_and_long_words_are_counted_whole() -> None:
 
 
 def test_remembered_word_pieces_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(tokens, "WORD_MEMO_SIZE", 8)
-    monkeypatch.setattr(tokens, "_words_young", {})
-    monkeypatch.setattr(tokens, "_words_old", {})
+    from vaultlcm.memo import Generations
+
+    monkeypatch.setattr(tokens, "_WORDS", Generations(8))
     text = " ".join(f"w{i}" for i in range(100))
     assert tokens.count_by_words(text) == len(tokens.encoding().encode(text))
-    assert len(tokens._words_young) <= 8 and len(tokens._words_old) <= 8
+    assert len(tokens._WORDS.young) <= 8 and len(tokens._WORDS.old) <= 8
     assert all(len(key if isinstance(key, str) else key[0]) <= tokens.WORD_MAX_CHARS
-               for key in tokens._words_young)
+               for key in tokens._WORDS.young)

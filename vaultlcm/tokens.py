@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from .errors import VaultLCMError
+from .memo import Generations
 
 if TYPE_CHECKING:
     import tiktoken
@@ -202,8 +203,7 @@ _SPACE_AFTER_SPACE = re.compile(r"\s ")
 #: A piece that opens with a space (most) is kept under the text after its space, so the parts of a text
 #: split at its spaces are its keys as they are; any other piece under a 1-tuple of itself.
 WORD_MEMO_SIZE = 1 << 14
-_words_young: dict[str | tuple[str], int] = {}
-_words_old: dict[str | tuple[str], int] = {}
+_WORDS: Generations[str | tuple[str], int] = Generations(WORD_MEMO_SIZE)
 
 
 #: A word piece longer than this is counted by its parts (:func:`_cut_count`).
@@ -243,18 +243,15 @@ def _piece_count(key: str | tuple[str], piece: str, cut: bool = True) -> int:
     """The tokens of one word ``piece`` (kept under ``key``), remembered in two generations (as
     ``linecount.count_piece``): bounded in a process that runs for months. A long one is counted
     by its parts (:func:`_cut_count`) unless it is such a part (``cut`` false: it has no cut)."""
-    global _words_young, _words_old
-    hit = _words_young.get(key)
+    hit = _WORDS.young.get(key)
     if hit is not None:
         return hit
-    hit = _words_old.get(key)
+    hit = _WORDS.old.get(key)
     if hit is None:
         hit = _cut_count(piece) if cut and len(piece) > CUT_MIN_CHARS else len(encoding().encode_ordinary(piece))
         if len(piece) > WORD_MAX_CHARS:
             return hit  # a path, a hash, a blob: seldom seen again
-    if len(_words_young) >= WORD_MEMO_SIZE:
-        _words_young, _words_old = {}, _words_young
-    _words_young[key] = hit
+    _WORDS.keep(key, hit)
     return hit
 
 
@@ -286,7 +283,7 @@ def count_by_words(text: str) -> int:
         # Every space follows a character other than white space (or opens the text, a cut before
         # nothing): each part after the first is a piece without its space, its key as it is. Most
         # texts; their remembered pieces are looked up in one go.
-        counts = list(map(_words_young.get, parts))
+        counts = list(map(_WORDS.young.get, parts))
         counts[0] = _piece_count((parts[0],), parts[0]) if parts[0] else 0
         if None in counts:
             counts = [_piece_count(part, " " + part) if n is None else n for n, part in zip(counts, parts)]

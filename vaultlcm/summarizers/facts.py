@@ -26,6 +26,8 @@ from itertools import chain
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..memo import Generations
+
 #: Longest unit (sentence, list item, table row) examined, in characters.
 MAX_UNIT_CHARS = 1200
 _I = re.IGNORECASE
@@ -511,22 +513,18 @@ def _names_in(t: str) -> tuple[str, ...]:
 #: before: bounded in a process that runs for months, a few megabytes at most), and the longest word kept.
 WORD_IDENTS_SIZE = 1 << 14
 WORD_IDENTS_MAX_CHARS = 64
-_word_idents_young: dict[str, tuple[str, ...]] = {}
-_word_idents_old: dict[str, tuple[str, ...]] = {}
+_WORD_IDENTS: Generations[str, tuple[str, ...]] = Generations(WORD_IDENTS_SIZE)
 
 
 def _word_idents(word: str) -> tuple[str, ...]:
     """The identifiers in one white-space-free ``word``, remembered in two generations (as
     ``linecount.count_piece``): the words of a conversation come back again and again."""
-    global _word_idents_young, _word_idents_old
-    found = _word_idents_old.get(word)
+    found = _WORD_IDENTS.old.get(word)
     if found is None:
         found = tuple(_IDENT_SCAN.findall(word))
         if len(word) > WORD_IDENTS_MAX_CHARS:
             return found  # a path, a hash, a blob: seldom seen again
-    if len(_word_idents_young) >= WORD_IDENTS_SIZE:
-        _word_idents_young, _word_idents_old = {}, _word_idents_young
-    _word_idents_young[word] = found  # dict operations: the compaction thread and the agent's may both be here
+    _WORD_IDENTS.keep(word, found)
     return found
 
 
@@ -545,7 +543,7 @@ def idents_in(t: str) -> tuple[str, ...]:
     if "`" in t:
         return tuple(_IDENT_SCAN.findall(t))
     words = t.split()
-    found = list(map(_word_idents_young.get, words))
+    found = list(map(_WORD_IDENTS.young.get, words))
     if None in found:
         found = [_word_idents(w) if f is None else f for f, w in zip(found, words)]
     return tuple(chain.from_iterable(found))  # type: ignore[arg-type]  # no None left

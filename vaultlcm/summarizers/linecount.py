@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 
+from ..memo import Generations
 from ..tokens import count_tokens, count_tokens_unshared, encoding
 
 #: A newline followed by a printable, non-space ASCII character: the pre-tokenizer always cuts after it.
@@ -36,8 +37,7 @@ _SEAM = re.compile(r"\n(?=[!-~])")
 PIECE_MAX_CHARS = 512
 #: Pieces remembered per generation: the newest ones, and the generation before (a few megabytes at most).
 PIECE_MEMO_SIZE = 1 << 13
-_young: dict[str, int] = {}
-_old: dict[str, int] = {}
+_PIECES: Generations[str, int] = Generations(PIECE_MEMO_SIZE)
 
 
 def count_piece(text: str) -> int:
@@ -48,18 +48,15 @@ def count_piece(text: str) -> int:
     asked for lately stays (a leaf's lines, when the node above it is sized), and the
     memo stays bounded in a process that runs for months.
     """
-    global _young, _old
-    hit = _young.get(text)
+    hit = _PIECES.young.get(text)
     if hit is not None:
         return hit
-    hit = _old.get(text)
+    hit = _PIECES.old.get(text)
     if hit is None:
         if len(text) > PIECE_MAX_CHARS:
             return count_tokens(text)  # not remembered here: the shared cache keeps it
         hit = count_tokens_unshared(text)  # remembered below: hashing it for the shared cache buys nothing
-    if len(_young) >= PIECE_MEMO_SIZE:
-        _young, _old = {}, _young
-    _young[text] = hit
+    _PIECES.keep(text, hit)
     return hit
 
 
@@ -89,9 +86,9 @@ def count_mostly_known(text: str) -> int:
     *parts, last = _SEAM.split(text)
     pieces = [part + "\n" for part in parts]
     pieces.append(last)
-    new = sum(len(p) for p in pieces if p not in _young and p not in _old)
+    new = sum(len(p) for p in pieces if p not in _PIECES)
     if 2 * new > len(text):
         return count_tokens(text)
     enc = encoding()
-    return sum(count_piece(p) if p in _young or p in _old else len(enc.encode(p, disallowed_special=()))
+    return sum(count_piece(p) if p in _PIECES else len(enc.encode(p, disallowed_special=()))
                for p in pieces)
