@@ -71,6 +71,28 @@ def test_the_cli_reaches_the_parts_only_through_the_vault() -> None:
     assert not re.search(r"\.(catalog|dag|log|indexer|compactor|assembler)\.", (PACKAGE / "cli.py").read_text())
 
 
+#: What cli.py may import besides the public API: the errors it turns into lines, and presentation
+#: helpers it shares with the MCP server (a progress bar, hit lines, redaction counts in words).
+CLI_HELPERS = {"errors", "progress", "tools", "secrets"}
+
+
+def test_the_cli_calls_only_the_public_api() -> None:
+    import vaultlcm
+
+    imported = _imported(PACKAGE / "cli.py")
+    public = {m for m in imported if m in vaultlcm.__all__}
+    assert {"Vault", "ClaudeCode", "demo", "serve_mcp"} <= public  # the reader sees `from . import Vault`
+    others = imported - public - CLI_HELPERS
+    assert not others, f"cli.py imports {sorted(others)}: add the operation to vaultlcm/__init__.py and call it there"
+
+
+def test_every_public_name_resolves() -> None:
+    import vaultlcm
+
+    for name in vaultlcm.__all__:
+        assert getattr(vaultlcm, name) is not None, name
+
+
 def test_the_index_interface_imports_no_backend() -> None:
     imported = _imported(PACKAGE / "index" / "base.py")
     assert not {m for m in imported if m.endswith(("whoosh_backend", "tantivy_backend"))}

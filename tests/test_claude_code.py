@@ -250,6 +250,33 @@ def test_install_keeps_a_symlinked_settings_file_and_refuses_broken_json(home: P
     assert state.read_text(encoding="utf-8") == '{"mcpServers": {'
 
 
+def test_the_public_claude_code_object_plans_writes_and_imports(home: Path, tmp_path: Path) -> None:
+    """What the three commands call (``ClaudeCode.install``/``import_sessions``), used as a library."""
+    from vaultlcm import ClaudeCode, UsageError
+
+    environ = {"CLAUDE_CONFIG_DIR": str(home / ".claude")}
+    claude = ClaudeCode(tmp_path / "named", environ=environ)
+    plan = claude.install()
+    assert not plan.written and len(plan.pending) == 2 and not plan.vault_exists
+    assert "would change 2 file(s)" in plan.describe() and "(created by --write)" in plan.describe()
+    assert not (home / ".claude" / "settings.json").exists() and not (tmp_path / "named").exists()
+
+    done = claude.install(write=True)
+    assert done.written and done.vault_created and [p for p, _ in done.applied] == [c.path for c in done.pending]
+    hooks = json.loads((home / ".claude" / "settings.json").read_text(encoding="utf-8"))["hooks"]
+    assert all(str(tmp_path / "named") in hooks[name][0]["hooks"][0]["command"] for name in HOOK_EVENTS)
+    again = claude.install(write=True)
+    assert not again.pending and not again.vault_created and "nothing to change" in again.describe()
+
+    with pytest.raises(UsageError, match="does not exist"):
+        claude.import_sessions(tmp_path / "nowhere")
+    project = home / ".claude" / "projects" / "-home-dev-ledgerly"
+    (project / f"{SESSION}.jsonl").write_text("".join(LINES), encoding="utf-8")
+    report = claude.import_sessions()  # Claude Code's own projects folder, under CLAUDE_CONFIG_DIR
+    assert report.new > 0 and not report.failed
+    assert claude.import_sessions().new == 0
+
+
 # -- import --------------------------------------------------------------------------------
 
 

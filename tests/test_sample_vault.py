@@ -49,3 +49,11 @@ def test_every_wikilink_resolves(tmp_path: Path) -> None:
                     assert row is not None and row.path == target + ".md", f"{p}: ^{block} is not in {target}"
         assert not v.dag.problems()
         assert v.export(SAMPLE_CONVERSATION)  # readable
+
+
+def test_the_public_demo_builds_what_the_command_builds(tmp_path: Path) -> None:
+    import vaultlcm
+
+    report = vaultlcm.demo(tmp_path / "demo")
+    assert isinstance(report, vaultlcm.DemoReport) and report.messages > 0 and sum(report.summaries_by_depth.values()) > 0
+    assert (tmp_path / "demo" / "vaultlcm.toml").is_file() and str(tmp_path / "demo") in report.describe()

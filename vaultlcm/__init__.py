@@ -10,12 +10,17 @@ The public API::
     ctx = vault.assemble("demo", budget=8000)
 
     engine = Engine("my-vault", "demo")        # the agent-loop lifecycle
+
+Each command of the ``vaultlcm`` CLI calls one name here: a ``Vault`` method of
+the same name, ``Vault.init``, ``demo``, ``serve_mcp`` (``vaultlcm mcp``) or a
+``ClaudeCode`` method (``hook``, ``install``, ``import_sessions``).
 """
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .assembly import AssembledContext
+    from .claude import ClaudeCode, ImportReport, InstallReport
     from .compaction import CompactionReport
     from .engine import Engine, SubagentHandle
     from .errors import (
@@ -34,16 +39,20 @@ if TYPE_CHECKING:
         ValidationProblem,
         VaultLCMError,
     )
+    from .mcp_server import serve as serve_mcp
     from .messages import Message
+    from .sample import DemoReport, demo
     from .settings import Settings, load_settings
     from .vault import Vault
 
 # Names resolve on first use (PEP 562), so `vaultlcm --help` does not pay for
 # pydantic models and the engine it does not need.
+# A name is found in its module under the same name, unless given as "module:name".
 _WHERE = {
-    "AssembledContext": "assembly", "CompactionReport": "compaction", "Engine": "engine",
-    "SubagentHandle": "engine", "Message": "messages", "Settings": "settings",
-    "load_settings": "settings", "Vault": "vault",
+    "AssembledContext": "assembly", "ClaudeCode": "claude", "CompactionReport": "compaction", "DemoReport": "sample",
+    "Engine": "engine", "ImportReport": "claude", "InstallReport": "claude", "Message": "messages",
+    "Settings": "settings", "SubagentHandle": "engine", "Vault": "vault", "demo": "sample",
+    "load_settings": "settings", "serve_mcp": "mcp_server:serve",
 }
 
 
@@ -51,7 +60,8 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     if name in _WHERE:
-        return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        module, _, attr = _WHERE[name].partition(":")
+        return getattr(importlib.import_module(f".{module}", __name__), attr or name)
     if name.endswith("Error") or name == "ValidationProblem":
         errors = importlib.import_module(".errors", __name__)
         if hasattr(errors, name):
@@ -63,10 +73,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AssembledContext",
+    "ClaudeCode",
     "CompactionReport",
     "CorruptVaultError",
+    "DemoReport",
     "Engine",
+    "ImportReport",
     "InputFormatError",
+    "InstallReport",
     "InvalidNameError",
     "LockTimeoutError",
     "Message",
@@ -84,5 +98,7 @@ __all__ = [
     "Vault",
     "VaultLCMError",
     "__version__",
+    "demo",
     "load_settings",
+    "serve_mcp",
 ]

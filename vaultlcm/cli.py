@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .errors import UsageError, VaultLCMError
+from .errors import VaultLCMError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,7 +72,7 @@ class Context:
         self._vault: Any = None
 
     def vault(self) -> Any:
-        from .vault import Vault
+        from . import Vault
 
         if self._vault is None:
             self._vault = Vault(self.vault_path)
@@ -119,7 +119,7 @@ def init(ctx: click.Context, path: str | None) -> None:
     An existing .gitignore or .gitattributes only gains the lines it lacks; init
     says what it added, and how to turn on the CSS snippet when it did not.
     """
-    from .vault import Vault
+    from . import Vault
 
     root = Path(path) if path else ctx.obj.vault_path
     with Vault.init(root) as vault:
@@ -428,7 +428,7 @@ def expand(obj: Context, item_id: str, max_tokens: int | None, depth: int | None
     with --around N, to N messages on each side. Everything stays within --max-tokens;
     what was left out is named (ids to expand next).
     """
-    from .messages import message_from_native
+    from . import Message
 
     r = obj.vault().expand(item_id, max_tokens=max_tokens, depth=depth, around=around, query=query)
     if as_json:
@@ -439,7 +439,7 @@ def expand(obj: Context, item_id: str, max_tokens: int | None, depth: int | None
         click.echo(s["text"].rstrip())
     marked = set(r.get("matched", [])) | ({r["id"]} if r.get("mode") in ("turn", "around") else set())
     for m in r["messages"]:
-        msg = message_from_native({k: v for k, v in m.items() if k in ("role", "content")})
+        msg = Message.from_native({k: v for k, v in m.items() if k in ("role", "content")})
         mark = " <<" if m["id"] in marked else ""
         click.echo(f"== {m['id']} · {m['role']} · {m.get('timestamp', '')}{mark}")
         click.echo(msg.searchable_text())
@@ -572,9 +572,9 @@ def watch(obj: Context) -> None:
 @handle_errors
 def mcp(obj: Context) -> None:
     """Serve grep, describe, expand and ask to MCP clients (Claude Code, Claude Desktop) on stdio."""
-    from .mcp_server import serve
+    from . import serve_mcp
 
-    serve(obj.vault())
+    serve_mcp(obj.vault())
 
 
 @cli.command()
@@ -583,11 +583,9 @@ def mcp(obj: Context) -> None:
 @handle_errors
 def demo(obj: Context, path: str | None) -> None:
     """Build a demo vault from the shipped sample transcript (offline, digest summarizer)."""
-    from .sample import build_sample_vault
+    from . import demo as build_demo
 
-    root = Path(path) if path else Path("vaultlcm-demo")
-    report = build_sample_vault(root)
-    click.echo(report.describe())
+    click.echo(build_demo(path or "vaultlcm-demo").describe())
 
 
 # -- where agents already are ----------------------------------------------------------
@@ -595,11 +593,11 @@ def demo(obj: Context, path: str | None) -> None:
 AGENT = click.Choice(["claude-code"])
 
 
-def _agent_vault(obj: Context) -> Path:
-    """The vault named by --vault / VAULTLCM_VAULT, else the integration's own default."""
-    from .claude_code import default_vault
+def _claude(obj: Context) -> Any:
+    """Claude Code with the vault named by --vault / VAULTLCM_VAULT, else the integration's own default."""
+    from . import ClaudeCode
 
-    return obj.vault_path.absolute() if obj.explicit else default_vault()
+    return ClaudeCode(obj.vault_path if obj.explicit else None)
 
 
 @cli.command()
@@ -617,19 +615,15 @@ def hook(obj: Context, agent: str, time_limit: float, foreground: bool) -> None:
     error logged to hooks.log in the vault's state folder (.vaultlcm/). `vaultlcm install claude-code`
     registers it.
     """
-    import os
-
-    from .claude_code import MAX_EVENT_BYTES, run_hook
-
     try:
+        claude = _claude(obj)
         if sys.stdin is None or sys.stdin.isatty():
             click.echo("vaultlcm hook claude-code reads a Claude Code hook event on stdin; "
                        "`vaultlcm install claude-code` sets it up", err=True)
             data = b""
         else:
-            data = sys.stdin.buffer.read(MAX_EVENT_BYTES)
-        run_hook(data, root=_agent_vault(obj), create=not obj.explicit, environ=os.environ,
-                 time_limit=time_limit, detach=not foreground)
+            data = sys.stdin.buffer.read(claude.max_event_bytes)
+        claude.hook(data, time_limit=time_limit, foreground=foreground)
     except BaseException:  # noqa: BLE001 - whatever happens, the agent goes on
         pass
     sys.exit(0)
@@ -652,48 +646,11 @@ def install(obj: Context, agent: str, do_write: bool, scope: str, project_dir: s
     anything else in those files; running it twice changes nothing. A changed file is backed
     up first (<file>.vaultlcm-backup). With --write the vault is created if missing.
     """
-    import os
-    from importlib.util import find_spec
-
-    from .claude_settings import apply, plan_install, render
-
-    vault = _agent_vault(obj)
-    project = Path(project_dir or ".").absolute()
-    # A shared project file names the default vault through $HOME, which Claude Code expands in .mcp.json.
-    mcp_vault = str(vault) if obj.explicit or scope == "user" else "${HOME}/.vaultlcm/claude-code"
-    changes = plan_install(scope, project=project, vault=vault if obj.explicit else None, vault_for_mcp=mcp_vault,
-                           environ=os.environ)
-    pending = [c for c in changes if c.changed]
-    if not pending:
-        click.echo(f"vaultlcm is already set up for Claude Code ({scope} scope); nothing to change.")
-    elif do_write:
-        for path, backup in apply(changes):
-            saved = f" (backup: {backup})" if backup else " (new file)"
-            click.echo(f"Updated {path}{saved}")
-            for note in next(c for c in changes if c.path == path).notes:
-                click.echo(f"  {note}")
-    else:
-        click.echo(f"vaultlcm for Claude Code ({scope} scope) would change {len(pending)} file(s); "
-                   "run again with --write to apply:")
-        for change in pending:
-            click.echo(f"\n{change.path}")
-            for note in change.notes:
-                click.echo(f"  {note}")
-            click.echo("merging in:")
-            click.echo(render(change.fragment).decode("utf-8").rstrip())
-    if do_write:
-        from .claude_code import open_hook_vault
-
-        with open_hook_vault(vault, create=True) as opened:
-            made = opened.created_files
-        click.echo(f"Vault: {vault}" + (" (created)" if made else ""))
-    else:
-        click.echo(f"Vault: {vault}" + ("" if (vault / "vaultlcm.toml").is_file() else " (created by --write)"))
-    if find_spec("mcp") is None:
+    report = _claude(obj).install(scope, project=project_dir, write=do_write)
+    click.echo(report.describe())
+    if not report.mcp_available:
         click.echo("Note: the MCP server needs the mcp package: pip install 'vaultlcm[mcp]' "
                    "(or pipx install 'vaultlcm[mcp]').", err=True)
-    if do_write and pending:
-        click.echo("Restart Claude Code to load them; bring in past sessions with `vaultlcm import claude-code`.")
 
 
 @cli.command("import")
@@ -709,17 +666,10 @@ def import_sessions(obj: Context, agent: str, folder: str | None, as_json: bool,
     Safe to run again: what is already stored is not stored twice (a second run reports 0 new).
     The vault is --vault or VAULTLCM_VAULT, else ~/.vaultlcm/claude-code; it is created if missing.
     """
-    import os
-
-    from .claude_code import claude_dir, import_sessions as run_import, open_hook_vault
     from .progress import progress_bar
 
-    root = Path(folder) if folder else claude_dir(os.environ) / "projects"
-    if not root.exists():
-        raise UsageError(f"{root} does not exist: no Claude Code sessions to import; give their folder as FOLDER")
-    with open_hook_vault(_agent_vault(obj), create=True) as vault:
-        with progress_bar("Importing sessions", quiet=quiet) as bar:
-            report = run_import(vault, root, progress=bar)
+    with progress_bar("Importing sessions", quiet=quiet) as bar:
+        report = _claude(obj).import_sessions(folder, progress=bar)
     if as_json:
         _echo_json(report.to_dict())
     else:

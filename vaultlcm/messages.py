@@ -58,6 +58,14 @@ class Message(BaseModel):
     extra: dict[str, JsonValue] = Field(default_factory=dict)
     hints: dict[str, JsonValue] = Field(default_factory=dict)
 
+    @classmethod
+    def from_native(cls, record: Any, *, source: str | None = None, line: int | None = None) -> "Message":
+        """Validate one native record (a JSON object: ``role``, ``content``, ...) into a message.
+
+        Raises :class:`~vaultlcm.errors.InputFormatError` naming ``source`` and ``line``.
+        """
+        return message_from_native(record, source=source, line=line)
+
     # -- derived views -----------------------------------------------------------
     def blocks(self, kind: str) -> list[dict[str, JsonValue]]:
         return [b for b in self.content if b.get("type") == kind]

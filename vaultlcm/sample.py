@@ -76,3 +76,11 @@ def build_sample_vault(root: Path, *, budget: int = 16_000) -> DemoReport:
             budget=budget,
             files=len(list(files_dir.iterdir())) if files_dir.is_dir() else 0,
         )
+
+
+def demo(path: str | Path = "vaultlcm-demo", *, budget: int = 16_000) -> DemoReport:
+    """``vaultlcm demo [PATH]``: the sample conversation, ingested and compacted offline, in a vault at ``path``.
+
+    Safe to run twice on the same folder; refuses a folder that holds something other than a vault.
+    """
+    return build_sample_vault(Path(path), budget=budget)
