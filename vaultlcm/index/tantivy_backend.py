@@ -248,7 +248,11 @@ class TantivyIndex(BufferedIndex):
             self._swap_writer(REBUILD_THREADS)
         w = self._writer
         try:
-            w.delete_all_documents()  # takes effect with the commit: readers switch atomically
+            # Takes effect with the commit: readers switch atomically. Not delete_all_documents: after it
+            # (tantivy-py 0.27, tantivy 0.25), a writer that had deleted before could later miss a delete of
+            # a document the rebuild added, so an upsert left two copies (tests/test_tantivy_writer_threads.py
+            # has the sequence). Segments left with no live document are dropped at the commit all the same.
+            w.delete_documents_by_query(Query.all_query())
             for d in docs:
                 if isinstance(d, Forget):
                     # Applies to the documents added before it (opstamp order), not to those after.
