@@ -29,6 +29,7 @@ import os
 import re
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -74,11 +75,11 @@ STAGE_LIMIT = 256
 STAGED_CACHE_KIB = 32 * 1024
 
 
-def _bump(db: "sqlite3.Connection", conv: str) -> None:
+def _bump(db: "sqlite3.Connection", conv: str, changes: int = 1) -> None:
     """Count changes to a conversation's summaries, so followers can tell cheaply that something changed."""
     db.execute(
-        "INSERT INTO meta(key, value) VALUES(?, '1') ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
-        (f"summaries_gen:{conv}",),
+        "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + ?",
+        (f"summaries_gen:{conv}", str(changes), changes),
     )
 
 
@@ -612,7 +613,8 @@ class Dag:
         """The summaries row of a note just written, in :data:`_COLUMNS`' order (what :meth:`get` reads back)."""
         current = body_hash(body)
         # Notes written before link paths were left out of the hash carry the exact hash: same thing.
-        gen = current if fm.body_sha256 == exact_body_hash(body) else fm.body_sha256
+        # (When the note carries the current hash, gen is that either way: no second hash of the body.)
+        gen = current if fm.body_sha256 == current or fm.body_sha256 == exact_body_hash(body) else fm.body_sha256
         pairs = [[link, sid, 1, 1] for link, sid in zip(fm.sources, ids)]
         return (fm.id, conv, rel, size, mtime_ns, fm.kind, fm.depth, fm.earliest_at, fm.latest_at, first, last,
                 fm.descendant_count, fm.source_tokens, fm.token_count, fm.summarizer, fm.prompt, fm.level,
@@ -620,14 +622,13 @@ class Dag:
 
     def _store_rows(self, db: "sqlite3.Connection", conv: str, rel: str, size: int, mtime_ns: int,
                     fm: SummaryFrontmatter, body: str, ids: list[str], *,
-                    span: tuple[int | None, int | None] | None, values: tuple[Any, ...] | None = None) -> None:
+                    span: tuple[int | None, int | None] | None) -> None:
         """:meth:`_store`'s writes, in ``db``'s transaction; ``span`` given: a new node, related too
-        (:meth:`_relate`). ``values``: the summaries row, when the caller made it already."""
+        (:meth:`_relate`; :meth:`_store_staged` writes the same for a batch)."""
         db.execute("DELETE FROM summaries WHERE id=? AND path<>?", (fm.id, rel))
         _bump(db, conv)
-        if values is None:
-            first, last = span if span is not None else (None, None)
-            values = self._row_values(conv, rel, size, mtime_ns, fm, body, ids, first, last)
+        first, last = span if span is not None else (None, None)
+        values = self._row_values(conv, rel, size, mtime_ns, fm, body, ids, first, last)
         db.execute(f"INSERT OR REPLACE INTO summaries({_COLUMNS}) VALUES({','.join('?' * 24)})", values)
         db.execute(
             "INSERT OR REPLACE INTO note_files(path, conv, size, mtime_ns, summary_id) VALUES(?,?,?,?,?)",
@@ -788,10 +789,30 @@ class Dag:
         # One transaction for the batch, after the renames: a crash in between leaves notes the catalog
         # lacks (the next sync reads them), never a row naming a missing note.
         with self.catalog.transaction(cache_kib=STAGED_CACHE_KIB) as db:
-            for n, (size, mtime_ns) in zip(staged, stamps):
-                self._store_rows(db, n.conv, n.rel, size, mtime_ns, n.fm, n.body, n.ids, span=n.values[9:11],
-                                 values=n.values[:3] + (size, mtime_ns) + n.values[5:])
+            self._store_staged(db, staged, stamps)
         self.journal.extend(n.rel for n in staged)
+
+    @staticmethod
+    def _store_staged(db: "sqlite3.Connection", staged: list[_Staged], stamps: list[tuple[int, int]]) -> None:
+        """What :meth:`_store_rows` writes for each staged note, a statement per kind of row for the batch.
+
+        Each table sees its rows in the order the notes came (the same rowids as one note at a
+        time); no staged note names another (:meth:`_touches_staged`), so no statement of one
+        note reads or changes a row of another, and the tables have no triggers.
+        """
+        db.executemany("DELETE FROM summaries WHERE id=? AND path<>?", [(n.fm.id, n.rel) for n in staged])
+        for conv, count in Counter(n.conv for n in staged).items():
+            _bump(db, conv, count)
+        db.executemany(f"INSERT OR REPLACE INTO summaries({_COLUMNS}) VALUES({','.join('?' * 24)})",
+                       [n.values[:3] + stamp + n.values[5:] for n, stamp in zip(staged, stamps)])
+        db.executemany("INSERT OR REPLACE INTO note_files(path, conv, size, mtime_ns, summary_id) VALUES(?,?,?,?,?)",
+                       [(n.rel, n.conv, *stamp, n.fm.id) for n, stamp in zip(staged, stamps)])
+        leaves = [n for n in staged if n.fm.kind == "leaf"]
+        db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)",
+                       [(i, n.conv, n.fm.id) for n in leaves for i in n.ids])
+        db.executemany("UPDATE messages SET covered=? WHERE id=?", [(n.fm.id, i) for n in leaves for i in n.ids])
+        db.executemany("UPDATE summaries SET parent=? WHERE id=?",
+                       [(n.fm.id, i) for n in staged if n.fm.kind != "leaf" for i in n.ids])
 
     @contextmanager
     def batched_dir_syncs(self) -> Iterator[None]:
