@@ -177,7 +177,6 @@ class _Staged:
     rel: str
     data: bytes
     fm: SummaryFrontmatter
-    body: str
     ids: list[str]
     #: Its summaries row (:meth:`Dag._row_values`) with size and mtime left to the write.
     values: tuple[Any, ...]
@@ -732,7 +731,7 @@ class Dag:
         sql, params = self._span_sql(fm, ids)
         first, last = self.catalog.execute(sql, params)[0]
         values = self._row_values(conv, rel, len(data), 0, fm, body, ids, first, last)
-        self._staged.append(_Staged(conv, path, rel, data, fm, body, ids, values))
+        self._staged.append(_Staged(conv, path, rel, data, fm, ids, values))
         self._staged_ids.add(fm.id)
         if self._files is not None:
             self._files.add(rel)  # later links in the batch see the name, as when each note was written at once
@@ -753,6 +752,7 @@ class Dag:
         and the catalog never names a note that is not on disk yet (the next sync reads a note the
         catalog lacks). A note that replaces a file, or that the staged ones must be stored before,
         flushes them and is written at once. ``write_summary``'s rows carry ``mtime_ns`` 0 here.
+        State of the Dag, as :meth:`batched_dir_syncs`: its writers run under the Vault's lock.
         """
         if self._staged is not None:
             yield  # already staging: the outer block writes
