@@ -105,6 +105,10 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
                                (dag_module, "render_note", "  render the note"),
                                (dag_module, "atomic_write", "  the note's file"),
                                (Dag, "_store", "  its catalog rows"),
+                               # a pass's new notes are written at its end (Dag.staged_notes): not inside
+                               # write_summary, so counted on their own; files, then the rows' transaction
+                               (Dag, "flush_staged", "write notes, staged (each pass's end)"),
+                               (dag_module, "write_new_files", "  the staged notes' files"),
                                (Vault, "sync", "first sync (checks every note)")):
         _timed(owner, name, label, spent)
     recorded: list[tuple[Any, str]] = []

@@ -253,19 +253,41 @@ class CatalogDB:
                 self._end_group(commit=True)
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, cache_kib: int = 0) -> Iterator[sqlite3.Connection]:
+        """One transaction, all or nothing (a savepoint of the open group inside :meth:`grouped`).
+
+        ``cache_kib``: SQLite's page cache is at least this large while the transaction runs, then
+        back to what it was. For a transaction that changes more pages than the default cache
+        (2 MB) holds: SQLite would write the overflow to the log mid-transaction and again at the
+        commit, and read pages it just evicted back in.
+        """
         if self._group_every and self._group_owner == threading.get_ident():
             with self._in_group() as db:
                 yield db
             return
         with self._lock:
-            self._begin(reopen=True)
+            restore = self._widen_cache(cache_kib) if cache_kib else None
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._commit()
+                self._begin(reopen=True)
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._commit()
+            finally:
+                if restore is not None:
+                    self._db.execute(f"PRAGMA cache_size={int(restore)}")
+
+    def _widen_cache(self, kib: int) -> int | None:
+        """Raise the page cache to ``kib`` KiB (the caller holds the lock); returns the setting to restore,
+        None when it was large enough already."""
+        before = int(self._db.execute("PRAGMA cache_size").fetchone()[0])
+        pages = int(self._db.execute("PRAGMA page_size").fetchone()[0])
+        if (-before if before < 0 else before * pages // 1024) >= kib:
+            return None
+        self._db.execute(f"PRAGMA cache_size={-int(kib)}")
+        return before
 
     def _begin(self, *, reopen: bool) -> None:
         """``BEGIN IMMEDIATE`` (the caller holds the lock); ``reopen``: once more on a fresh connection when

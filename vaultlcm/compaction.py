@@ -457,7 +457,9 @@ class Compactor:
                 tokens = sum(item_tokens(i) for i in items)
                 if not force and tokens <= target_tokens:
                     break
-                with self.dag.batched_dir_syncs():  # a pass writes many notes: one folder fsync for them all
+                # A pass writes many new notes: one folder fsync for them all, and their files and catalog
+                # rows written together at its end (see Dag.staged_notes).
+                with self.dag.batched_dir_syncs(), self.dag.staged_notes():
                     wrote = self._pass(conv, items, tokens, target_tokens, report, force=force, hard=hard)
                 if wrote:
                     continue
@@ -582,6 +584,7 @@ class Compactor:
         """Body of the newest node of ``depth`` that ends before ``first_seq`` (context for an LLM)."""
         if first_seq is None or isinstance(self.summarizer, DigestSummarizer):
             return None  # the digest reads only its sources: no query for it
+        self.dag.flush_staged()  # the newest node before it may be one this pass has not written yet
         rows = self.dag.catalog.execute(
             "SELECT id FROM summaries WHERE conv=? AND depth=? AND last_seq < ? AND (parent IS NULL OR parent <> '!invalid') "
             "ORDER BY last_seq DESC LIMIT 1",

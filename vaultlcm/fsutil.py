@@ -4,6 +4,9 @@
 over the target and fsyncs the folder, so after a crash at any point the target
 holds either the old bytes or the new ones. (The ``atomicwrites`` package that
 used to do this is archived by its author; this is the same dozen lines.)
+``write_new_files`` is the batch form for files that did not exist (a compaction pass's new
+notes): every file written to its temporary name, then synced, then renamed, so each ends
+up whole or absent with one pass over the disk instead of one per file.
 ``durable_append`` is the append-only counterpart used by the daily logs; its two
 halves (:func:`start_append`, :meth:`Append.sync`) let a writer do other work while
 the disk syncs (:func:`sync_in_background`).
@@ -11,10 +14,12 @@ the disk syncs (:func:`sync_in_background`).
 
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 TEMP_PREFIX = ".vaultlcm-tmp-"
@@ -76,6 +81,74 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir
     if sync_dir and durable:
         fsync_dir(path.parent)
     return True
+
+
+#: Files of :func:`write_new_files` open at once (written, waiting for their fsync): far under any
+#: descriptor limit, and enough that the disk sees them together.
+OPEN_AT_ONCE = 64
+#: Distinguishes the temporary names of :func:`write_new_files` within a process (with the pid across
+#: processes): no random name to draw per file, and ``O_EXCL`` still refuses a name taken.
+_temp_serial = itertools.count()
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _new_temp(folder: Path) -> tuple[int, str]:
+    """A new temporary file in ``folder`` (0600 until the caller sets its mode): its descriptor and name."""
+    while True:
+        tmp = os.path.join(folder, f"{TEMP_PREFIX}{os.getpid()}-{next(_temp_serial)}")
+        try:
+            return os.open(tmp, _NEW_FILE, 0o600), tmp
+        except FileExistsError:  # left by a crashed process that had our pid: the next name
+            continue
+
+
+def write_new_files(files: Sequence[tuple[Path, bytes]], *, sync_dir: bool = True) -> list[tuple[int, int]]:
+    """Write each ``(path, data)`` as a new file, crash-safe; returns each file's ``(size, mtime_ns)``.
+
+    For files the caller found absent (no ``skip_if_same``, mode 0644 as :func:`atomic_write` gives a
+    new file). Each is written under a temporary name in its own folder, then all are fsynced, then
+    renamed over their paths in order: after a crash each path holds the whole file or nothing (a
+    temporary file may be left, which ``doctor --fix`` removes). ``(size, mtime_ns)`` are read from
+    the written descriptor (``fstat``), which a rename does not change: no ``stat`` after the write.
+    ``sync_dir=False`` leaves the folders' fsync to the caller (see :func:`atomic_write`). On an
+    error the files not renamed yet are removed and the error raised; the renamed ones stay.
+    """
+    stamps: list[tuple[int, int]] = []
+    temps: list[tuple[str, Path]] = []
+    renamed = 0
+    try:
+        for start in range(0, len(files), OPEN_AT_ONCE):
+            fds: list[int] = []
+            try:
+                for path, data in files[start : start + OPEN_AT_ONCE]:
+                    fd, tmp = _new_temp(path.parent)
+                    fds.append(fd)
+                    temps.append((tmp, path))
+                    os.fchmod(fd, 0o644)  # the umask does not decide a note's mode (as atomic_write)
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    st = os.fstat(fd)
+                    stamps.append((st.st_size, st.st_mtime_ns))
+                for fd in fds:
+                    os.fsync(fd)  # after all the writes: the disk is asked once the batch is in memory
+            finally:
+                for fd in fds:
+                    os.close(fd)
+        for tmp, path in temps:
+            os.replace(tmp, path)
+            renamed += 1
+    except BaseException:
+        for tmp, _path in temps[renamed:]:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise
+    if sync_dir:
+        for folder in sorted({path.parent for path, _data in files}):
+            fsync_dir(folder)
+    return stamps
 
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
