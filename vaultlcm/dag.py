@@ -634,7 +634,7 @@ class Dag:
             (rel, conv, size, mtime_ns, fm.id),
         )
         if span is not None:
-            self._relate(db, conv, fm, ids)
+            self._relate(db, [(conv, fm, ids)])
 
     # -- writing -----------------------------------------------------------------
 
@@ -792,8 +792,8 @@ class Dag:
             self._store_staged(db, staged, stamps)
         self.journal.extend(n.rel for n in staged)
 
-    @staticmethod
-    def _store_staged(db: "sqlite3.Connection", staged: list[_Staged], stamps: list[tuple[int, int]]) -> None:
+    @classmethod
+    def _store_staged(cls, db: "sqlite3.Connection", staged: list[_Staged], stamps: list[tuple[int, int]]) -> None:
         """What :meth:`_store_rows` writes for each staged note, a statement per kind of row for the batch.
 
         Each table sees its rows in the order the notes came (the same rowids as one note at a
@@ -807,12 +807,7 @@ class Dag:
                        [n.values[:3] + stamp + n.values[5:] for n, stamp in zip(staged, stamps)])
         db.executemany("INSERT OR REPLACE INTO note_files(path, conv, size, mtime_ns, summary_id) VALUES(?,?,?,?,?)",
                        [(n.rel, n.conv, *stamp, n.fm.id) for n, stamp in zip(staged, stamps)])
-        leaves = [n for n in staged if n.fm.kind == "leaf"]
-        db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)",
-                       [(i, n.conv, n.fm.id) for n in leaves for i in n.ids])
-        db.executemany("UPDATE messages SET covered=? WHERE id=?", [(n.fm.id, i) for n in leaves for i in n.ids])
-        db.executemany("UPDATE summaries SET parent=? WHERE id=?",
-                       [(n.fm.id, i) for n in staged if n.fm.kind != "leaf" for i in n.ids])
+        cls._relate(db, [(n.conv, n.fm, n.ids) for n in staged])
 
     @contextmanager
     def batched_dir_syncs(self) -> Iterator[None]:
@@ -909,14 +904,15 @@ class Dag:
         return first, last
 
     @staticmethod
-    def _relate(db: "sqlite3.Connection", conv: str, fm: SummaryFrontmatter, ids: list[str]) -> None:
-        """Incremental relation update for a node just written (the common, fast path), in ``db``'s transaction;
-        its span was written with its row (:meth:`_span`)."""
-        if fm.kind == "leaf":
-            db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)", [(i, conv, fm.id) for i in ids])
-            db.executemany("UPDATE messages SET covered=? WHERE id=?", [(fm.id, i) for i in ids])
-        else:
-            db.executemany("UPDATE summaries SET parent=? WHERE id=?", [(fm.id, i) for i in ids])
+    def _relate(db: "sqlite3.Connection", nodes: Sequence[tuple[str, SummaryFrontmatter, list[str]]]) -> None:
+        """Incremental relation update for nodes just written (the common, fast path), ``(conv, fm, ids)``
+        each, in ``db``'s transaction; their spans were written with their rows (:meth:`_span`)."""
+        leaves = [(conv, fm, ids) for conv, fm, ids in nodes if fm.kind == "leaf"]
+        db.executemany("INSERT OR REPLACE INTO coverage(msg_id, conv, summary_id) VALUES(?,?,?)",
+                       [(i, conv, fm.id) for conv, fm, ids in leaves for i in ids])
+        db.executemany("UPDATE messages SET covered=? WHERE id=?", [(fm.id, i) for _conv, fm, ids in leaves for i in ids])
+        db.executemany("UPDATE summaries SET parent=? WHERE id=?",
+                       [(fm.id, i) for _conv, fm, ids in nodes if fm.kind != "leaf" for i in ids])
 
     # -- relations ---------------------------------------------------------------
 
