@@ -42,7 +42,8 @@ from typing import Any
 from .catalog_db import CatalogDB
 from .errors import LockTimeoutError, StorageError
 from .logcodec import Damaged, Foreign, ParsedEntry, TornTail, iter_entries
-from .threads import ThreadRow, lanes, static_lane
+from .lanes_append import FULL_SQL, full_lane_changes, relane_after_append
+from .threads import static_lane
 
 #: A git conflict marker at the start of a line (never the start of a quoted log line).
 CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7})( |$)")
@@ -434,6 +435,7 @@ class Catalog(CatalogDB):
         are). Returns each file's ``stat`` as recorded (what the writer compares on its next call).
         """
         stats: dict[Path, os.stat_result] = {}
+        appended: list[str] = []
         with self.transaction() as db:
             if batched:
                 # A reader may have seen the first files of this call while it was being written and
@@ -446,7 +448,7 @@ class Catalog(CatalogDB):
                     with path.open("rb") as fh:
                         fh.seek(max(0, st.st_size - HEAD_BYTES))
                         head = fh.read()
-                self._insert(db, conv, rel, entries, seqs=seqs)
+                appended.extend(e.meta["id"] for e, _h in self._insert(db, conv, rel, entries, seqs=seqs))
                 # An update of unindexed columns touches one page; a replace rewrites every index entry.
                 values = (st.st_size, st.st_mtime_ns, st.st_size, _head_hash(head), rel, conv)
                 if not db.execute("UPDATE logs SET size=?, mtime_ns=?, parsed=?, head_hash=?, torn=0 "
@@ -459,10 +461,13 @@ class Catalog(CatalogDB):
                     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"logs_dir_mtime:{conv}", dir_mtime))
                 except OSError:
                     pass
+            if any(e.meta.get("thread") for _, _, entries, _ in writes for e in entries):
+                # In this transaction: the next append's lanes build on these. An id already taken (a
+                # reader synced it first) means rows this call did not insert: recomputed.
+                whole = len(appended) == sum(len(entries) for _, _, entries, _ in writes)
+                relane_after_append(db, conv, appended if whole else None)
             if before_commit is not None:
                 before_commit()
-        if any(e.meta.get("thread") for _, _, entries, _ in writes for e in entries):
-            self.update_lanes(conv)
         return stats
 
     # -- order -------------------------------------------------------------------
@@ -519,12 +524,7 @@ class Catalog(CatalogDB):
 
     def update_lanes(self, conv: str) -> None:
         """Recompute which messages are on the main thread (branches, subagents, non-chat lines)."""
-        rows = self.execute("SELECT m.id, m.seq, m.lane, l.slane, l.thread FROM messages m JOIN links l "
-                            "ON l.id = m.id WHERE m.conv=? AND (l.thread IS NOT NULL OR l.slane IS NOT NULL)", (conv,))
-        if not rows:
-            return
-        computed = lanes(ThreadRow(i, s, sl, json.loads(t) if t else None) for i, s, _lane, sl, t in rows)
-        changes = [(computed[i], i) for i, _s, lane, _sl, _t in rows if computed[i] != lane]
+        changes = full_lane_changes(self.execute(FULL_SQL, (conv,)))
         if changes:
             with self.transaction() as db:
                 db.executemany("UPDATE messages SET lane=? WHERE id=?", changes)

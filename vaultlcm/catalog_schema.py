@@ -27,6 +27,13 @@ CREATE INDEX IF NOT EXISTS messages_key ON messages(conv, key) WHERE key IS NOT 
 CREATE TABLE IF NOT EXISTS links(id TEXT PRIMARY KEY, conv TEXT NOT NULL, wseq INTEGER NOT NULL, prev TEXT,
     slane TEXT, thread TEXT);
 CREATE INDEX IF NOT EXISTS links_conv ON links(conv);
+-- The thread links by uuid and by parent uuid (vaultlcm.lanes_append): an append's lanes are index lookups
+-- around the new rows, not a read of the whole conversation. Only threads SQLite reads as JSON are indexed
+-- (json_extract would fail an insert on one it cannot read); links_thread_bad finds the others. A catalog
+-- made before them gets them at its next open.
+CREATE INDEX IF NOT EXISTS links_thread_u ON links(conv, json_extract(thread, '$.u')) WHERE json_valid(thread);
+CREATE INDEX IF NOT EXISTS links_thread_p ON links(conv, json_extract(thread, '$.p')) WHERE json_valid(thread);
+CREATE INDEX IF NOT EXISTS links_thread_bad ON links(conv) WHERE thread IS NOT NULL AND NOT json_valid(thread);
 CREATE TABLE IF NOT EXISTS pending(id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL,
     end INTEGER NOT NULL, batch TEXT NOT NULL, last INTEGER NOT NULL, wseq INTEGER NOT NULL, entry TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS pending_conv ON pending(conv, path, start);

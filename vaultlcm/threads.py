@@ -90,16 +90,26 @@ def _claude_code_abandoned(rows: list[ThreadRow]) -> set[str]:
     for parent, kids in children.items():
         if parent is None or len(kids) < 2:
             continue
-        prompts = [k for k in kids if k.thread.get("k") == "prompt" and k.lane != "side"]  # type: ignore[union-attr]
-        losers.extend(prompts[:-1])
-        requests: dict[str, list[ThreadRow]] = {}
-        for k in kids:
-            if k.thread.get("k") == "asst" and k.lane != "side":  # type: ignore[union-attr]
-                requests.setdefault(str(k.thread.get("r") or k.id), []).append(k)  # type: ignore[union-attr]
-        groups = list(requests.values())
-        for group in groups[:-1]:
-            losers.extend(group)
+        losers.extend(fork_losers(kids))
     return _descendants(losers, children)
+
+
+def is_alternative(row: ThreadRow) -> bool:
+    """Whether a Claude Code row can be an alternative at a fork (a prompt or an assistant line, not a subagent's)."""
+    return row.thread is not None and row.thread.get("k") in ("prompt", "asst") and row.lane != "side"
+
+
+def fork_losers(kids: list[ThreadRow]) -> list[ThreadRow]:
+    """The children of one Claude Code line (in ``seq`` order) that lose to a later alternative."""
+    prompts = [k for k in kids if k.thread.get("k") == "prompt" and k.lane != "side"]  # type: ignore[union-attr]
+    losers = prompts[:-1]
+    requests: dict[str, list[ThreadRow]] = {}
+    for k in kids:
+        if k.thread.get("k") == "asst" and k.lane != "side":  # type: ignore[union-attr]
+            requests.setdefault(str(k.thread.get("r") or k.id), []).append(k)  # type: ignore[union-attr]
+    for group in list(requests.values())[:-1]:
+        losers.extend(group)
+    return losers
 
 
 def _pi_abandoned(rows: list[ThreadRow]) -> set[str]:
