@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,10 @@ def copies(n: int) -> list[list[tuple[str, bytes]]]:
         text = json.dumps(base)
         for old in sorted({v for rec in base for key in ("uuid", "parentUuid", "agentId", "messageId", "leafUuid")
                            if isinstance(v := rec.get(key), str)}, key=len, reverse=True):
-            text = text.replace(old, f"{old[:-6]}{k:06d}" if len(old) > 6 else f"{old}{k}")
+            # Each id of each copy its own (the fixture's ids differ only in their last digits: cutting
+            # those off and writing k there gave one id to ten lines of a copy, unlike any real session).
+            text = text.replace(old, f"{old[:-12]}{zlib.crc32(old.encode()) % 10**6:06d}{k:06d}"
+                                if len(old) > 12 else f"{old}{k}")
         recs = json.loads(text)
         lines = []
         for i, rec in enumerate(recs):
