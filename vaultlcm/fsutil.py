@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import os
 import queue
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,9 +56,9 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir
         except OSError:
             pass
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=path.parent)
+    fd, tmp = _new_temp(path.parent)
     try:
-        # mkstemp makes 0600 files; a note should read like any other file (or keep its mode).
+        # The temporary file is 0600; a note should read like any other file (or keep its mode).
         try:
             st = path.lstat()
             mode = st.st_mode & 0o777 if not os.path.islink(path) else 0o644
@@ -86,7 +85,7 @@ def atomic_write(path: Path, data: bytes, *, skip_if_same: bool = True, sync_dir
 #: Files of :func:`write_new_files` open at once (written, waiting for their fsync): far under any
 #: descriptor limit, and enough that the disk sees them together.
 OPEN_AT_ONCE = 64
-#: Distinguishes the temporary names of :func:`write_new_files` within a process (with the pid across
+#: Distinguishes the temporary names of :func:`atomic_write` and :func:`write_new_files` within a process (with the pid across
 #: processes): no random name to draw per file, and ``O_EXCL`` still refuses a name taken.
 _temp_serial = itertools.count()
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
