@@ -41,7 +41,8 @@ if TYPE_CHECKING:
     )
     from .mcp_server import serve as serve_mcp
     from .messages import Message
-    from .sample import DemoReport, demo
+    from .sample import DemoReport
+    from .sample import build_sample_vault as demo
     from .settings import Settings, load_settings
     from .vault import Vault
 
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 _WHERE = {
     "AssembledContext": "assembly", "ClaudeCode": "claude", "CompactionReport": "compaction", "DemoReport": "sample",
     "Engine": "engine", "ImportReport": "claude", "InstallReport": "claude", "Message": "messages",
-    "Settings": "settings", "SubagentHandle": "engine", "Vault": "vault", "demo": "sample",
+    "Settings": "settings", "SubagentHandle": "engine", "Vault": "vault", "demo": "sample:build_sample_vault",
     "load_settings": "settings", "serve_mcp": "mcp_server:serve",
 }
 

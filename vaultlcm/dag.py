@@ -380,8 +380,6 @@ class Dag:
         self._batch_convs: set[str] = set()
         #: Inside :meth:`staged_notes`: the notes accepted and not written yet, in order (else None).
         self._staged: list[_Staged] | None = None
-        #: The ids of :attr:`_staged`.
-        self._staged_ids: set[str] = set()
         #: Inside :meth:`staged_notes`: each conversation's gap names, read once (:meth:`_gaps`).
         self._gaps_seen: dict[str, set[str]] = {}
 
@@ -718,7 +716,7 @@ class Dag:
 
     def _touches_staged(self, fm: SummaryFrontmatter) -> bool:
         """Whether ``fm`` is a note staged already, or a condensed node over one (its span reads their rows)."""
-        staged = self._staged_ids
+        staged = {n.fm.id for n in self._staged or ()}
         return fm.id in staged or (fm.kind != "leaf" and not staged.isdisjoint(fm.source_ids()))
 
     def _stage(self, conv: str, path: Path, rel: str, data: bytes, fm: SummaryFrontmatter, body: str,
@@ -732,7 +730,6 @@ class Dag:
         first, last = self.catalog.execute(sql, params)[0]
         values = self._row_values(conv, rel, len(data), 0, fm, body, ids, first, last)
         self._staged.append(_Staged(conv, path, rel, data, fm, ids, values))
-        self._staged_ids.add(fm.id)
         if self._files is not None:
             self._files.add(rel)  # later links in the batch see the name, as when each note was written at once
         row = SummaryRow(*values)
@@ -757,21 +754,21 @@ class Dag:
         if self._staged is not None:
             yield  # already staging: the outer block writes
             return
-        self._staged, self._staged_ids, self._gaps_seen = [], set(), {}
+        self._staged, self._gaps_seen = [], {}
         try:
             yield
         finally:
             try:
                 self.flush_staged()
             finally:
-                self._staged, self._staged_ids, self._gaps_seen = None, set(), {}
+                self._staged, self._gaps_seen = None, {}
 
     def flush_staged(self) -> None:
         """Write the staged notes (:meth:`staged_notes`): their files, then their catalog rows."""
         staged = self._staged
         if not staged:
             return
-        self._staged, self._staged_ids = [], set()
+        self._staged = []
         try:
             folders = sorted({n.path.parent for n in staged})
             for folder in folders:

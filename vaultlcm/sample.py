@@ -53,8 +53,11 @@ class DemoReport:
         )
 
 
-def build_sample_vault(root: Path, *, budget: int = 16_000) -> DemoReport:
-    """Create a vault at ``root`` holding the compacted sample conversation."""
+def build_sample_vault(root: str | Path = "vaultlcm-demo", *, budget: int = 16_000) -> DemoReport:
+    """Create a vault at ``root`` holding the compacted sample conversation (``vaultlcm demo [PATH]``;
+    the public API's ``demo``). Safe to run twice on the same folder; refuses a folder that holds
+    something other than a vault."""
+    root = Path(root)
     if root.exists() and any(root.iterdir()) and not (root / "vaultlcm.toml").exists():
         raise UsageError(f"{root} exists and is not a vault; choose an empty or new folder for the demo")
     settings = Settings()
@@ -77,10 +80,3 @@ def build_sample_vault(root: Path, *, budget: int = 16_000) -> DemoReport:
             files=len(list(files_dir.iterdir())) if files_dir.is_dir() else 0,
         )
 
-
-def demo(path: str | Path = "vaultlcm-demo", *, budget: int = 16_000) -> DemoReport:
-    """``vaultlcm demo [PATH]``: the sample conversation, ingested and compacted offline, in a vault at ``path``.
-
-    Safe to run twice on the same folder; refuses a folder that holds something other than a vault.
-    """
-    return build_sample_vault(Path(path), budget=budget)
