@@ -26,6 +26,7 @@ from pathlib import Path
 from .claude_code import MAX_EVENT_BYTES, ImportReport, claude_dir, default_vault, import_sessions, open_hook_vault, run_hook
 from .claude_settings import FileChange, apply, plan_install, render
 from .errors import UsageError
+from .layout import SETTINGS_FILE
 
 __all__ = ["MAX_EVENT_BYTES", "ClaudeCode", "ImportReport", "InstallReport"]
 
@@ -134,7 +135,7 @@ class ClaudeCode:
             with open_hook_vault(self.vault, create=True) as opened:
                 report.vault_created = bool(opened.created_files)
         else:
-            report.vault_exists = (self.vault / "vaultlcm.toml").is_file()
+            report.vault_exists = (self.vault / SETTINGS_FILE).is_file()
         return report
 
     def import_sessions(self, folder: str | Path | None = None, *,
