@@ -167,7 +167,7 @@ def main() -> int:
             names = list(trees) if r % 2 == 0 else list(reversed(trees))
             for name in [*names, "fts5"]:
                 run = (run_fts5(args.fts5, work, args.calls) if name == "fts5"
-                       else run_tree(Path(trees[name]), args.vault, work, args.calls, args.stages, args.slowest))
+                       else run_tree(Path(trees[name]).resolve(), args.vault, work, args.calls, args.stages, args.slowest))
                 row = figures(run)
                 runs[name].append(row)
                 stages = "  " + json.dumps({k: round(v) for k, v in sorted(row["stages_us"].items())}) \
