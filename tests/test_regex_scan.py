@@ -1,12 +1,14 @@
-"""The regex scan reads whole files fast and still finds exactly what a message-by-message scan finds."""
+"""The regex scan reads whole files fast and still finds exactly what a message-by-message scan finds,
+and searches summary bodies joined a page at a time yet finds exactly what a body-by-body search finds."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from vaultlcm import Vault
+from vaultlcm import Settings, Vault
 
 TEXTS = [
     "deploy of routing-api failed: exit code 1",
@@ -39,7 +41,8 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Vault:
 
 
 def brute_force(v: Vault, pattern: str) -> set[str]:
-    rx = re.compile(pattern, re.IGNORECASE | re.MULTILINE)
+    """What grep must find: each message's text searched alone, compiled as grep compiles (the ``regex`` module)."""
+    rx = regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE)
     return {row.id for row, msg in v.log.read_conversation("c") if rx.search(msg.searchable_text())}
 
 
@@ -47,6 +50,9 @@ def brute_force(v: Vault, pattern: str) -> set[str]:
     "deploy", r"line two\r\nline", "^line three", "FAILED test_due", r"nul\x00byte", "needle-in-a-payload",
     r"\bttl of \d+s", "^Decided", r"deploy$", r"day \d: \^caret", "October [0-9]+", "zzz-nothing",
     r"line two\s+line three", "^Second line", r"here\nand a", r"here$",
+    # Where a text starts or ends, and what lies around it: a file shows other lines there.
+    r"\Aday 2", r"deploy\Z", r"deploy\z", r"(?<![\s\S])day", r"deploy(?![\s\S])", r"(?<=\A)day 3",
+    r"(?r)deploy", r"x*", r"(?s)deploy.*day 5", r"\Gday", r"^", r"$", r"(?=day 4)",
 ])
 def test_the_fast_scan_finds_what_a_full_decode_finds(vault: Vault, pattern: str) -> None:
     got = vault.grep(pattern, regex=True, scope="messages", count=True)
@@ -62,3 +68,78 @@ def test_a_full_page_stops_early_and_says_more_may_follow(vault: Vault) -> None:
     assert ats == sorted(ats, reverse=True) and ats[0].startswith("2026-11-05")  # the newest first
     every = vault.grep("deploy", regex=True, scope="messages", limit=500)
     assert [h["id"] for h in every["hits"][:3]] == [h["id"] for h in first["hits"]]
+
+
+def brute_force_summaries(v: Vault, pattern: str) -> set[str]:
+    rx = regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE)
+    return {r.id for r in v.dag.all("c") if r.parent != "!invalid" and rx.search(r.body)}
+
+
+@pytest.fixture(scope="module")
+def compacted(tmp_path_factory: pytest.TempPathFactory) -> Vault:
+    """Many small summaries (so that a page of bodies joined holds dozens of them)."""
+    root = tmp_path_factory.mktemp("s")
+    v = Vault.init(root, settings=Settings(fresh_tail_count=4, leaf_min_messages=2, leaf_max_messages=3,
+                                            leaf_target_tokens=60, condensed_min_fanin=2, condensed_max_fanin=3))
+    records = []
+    for i in range(240):
+        day = 1 + i // 60
+        text = [f"deploy {i} of routing-api failed: exit code {i % 7}", f"Decided: the ttl is {i}s",
+                f"notes on item {i}\nSecond line {i}\nends with deploy"][i % 3]
+        records.append({"role": ("user", "assistant")[i % 2], "timestamp": f"2026-11-{day:02d}T10:{i % 60:02d}:00Z",
+                        "content": text})
+    v.ingest("c", records)
+    v.compact("c", force=True)
+    assert len(v.dag.all("c")) >= 30
+    yield v
+    v.close()
+
+
+SUMMARY_PATTERNS = [
+    "deploy", r"exit code \d", "^- ", r"\Z", r"\A", r"\A#", r"(?<![\s\S])", r"(?![\s\S])", r"deploy\Z",
+    r"x*", r"(?s)ttl.*deploy", r"\s+", r"$", r"^$", r"(?r)ttl", r"\Gdeploy", "zzz-nothing", r"ttl is 1\d\ds",
+]
+
+
+@pytest.mark.parametrize("pattern", SUMMARY_PATTERNS)
+def test_the_joined_search_of_summaries_finds_what_a_body_by_body_search_finds(compacted: Vault, pattern: str) -> None:
+    want = brute_force_summaries(compacted, pattern)
+    got = compacted.grep(pattern, regex=True, scope="summaries", count=True)
+    assert got["summaries"] == got["total"] == len(want)
+    page = compacted.grep(pattern, regex=True, scope="summaries", limit=1000)
+    assert {h["id"] for h in page["hits"]} == want
+    # A page of a few stops early, newest first, and is the start of the whole list.
+    first = compacted.grep(pattern, regex=True, scope="summaries", limit=3)
+    assert [h["id"] for h in first["hits"]] == [h["id"] for h in page["hits"][:3]]
+
+
+# Pieces of patterns, drawn in any order and nesting: literals of the vault's text, anchors of lines
+# and of whole texts, lookarounds, classes, quantifiers, alternation, inline flags.
+_ATOMS = st.sampled_from([
+    "deploy", "day", "ttl", "line", "Second", "exit code", "\\d+", "\\s", "\\S", "\\w+", ".", "\\n", "^", "$",
+    "\\A", "\\Z", "\\b", "[a-z]", "[^ ]", "-", ":", " ", "1", "7", "(?<=\\s)", "(?<![\\s\\S])", "(?=\\n)",
+    "(?![\\s\\S])", "\\G",
+])
+
+
+def _patterns() -> st.SearchStrategy[str]:
+    def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(
+            st.lists(inner, min_size=2, max_size=4).map("".join),
+            st.tuples(inner, inner).map(lambda t: f"(?:{t[0]}|{t[1]})"),
+            st.tuples(inner, st.sampled_from(["*", "+", "?", "{1,3}", "*?"])).map(lambda t: f"(?:{t[0]}){t[1]}"),
+        )
+    body = st.recursive(_ATOMS, extend, max_leaves=8)
+    return st.tuples(st.sampled_from(["", "(?s)", "(?r)"]), body).map("".join)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=_patterns())
+def test_any_pattern_finds_in_logs_and_summaries_what_each_text_alone_gives(
+        vault: Vault, compacted: Vault, pattern: str) -> None:
+    messages = vault.grep(pattern, regex=True, scope="messages", count=True)
+    assert not messages.get("partial")
+    assert messages["messages"] == len(brute_force(vault, pattern))
+    summaries = compacted.grep(pattern, regex=True, scope="summaries", count=True)
+    assert not summaries.get("partial")
+    assert summaries["summaries"] == len(brute_force_summaries(compacted, pattern))

@@ -1078,14 +1078,16 @@ class Dag:
         return self._rows("conv=? AND id>? ORDER BY id LIMIT ?", (conv, after, limit))
 
     def by_time(self, conv: str, *, oldest_first: bool = False, after: tuple[str, str] | None = None,
-                limit: int = 256) -> list[SummaryRow]:
-        """Summaries of ``conv`` that take part in the DAG, newest (or oldest) ``latest_at`` first,
-        ``limit`` at a time after the ``(latest_at, id)`` of the last one seen (a scan that stops early
-        reads only what it needs)."""
+                limit: int = 256) -> list[tuple[str, str, str, int, int | None]]:
+        """``(id, body, latest_at, depth, last_seq)`` of the summaries of ``conv`` that take part in the DAG,
+        newest (or oldest) ``latest_at`` first, ``limit`` at a time after the ``(latest_at, id)`` of the
+        last one seen (a scan that stops early reads only what it needs). Only what a scan of the bodies
+        needs: at 1M messages a scan reads 97k of them, and whole rows cost it more than the search."""
         op, order = (">", "ASC") if oldest_first else ("<", "DESC")
         where = "conv=? AND parent IS NOT '!invalid'" + (f" AND (latest_at, id) {op} (?, ?)" if after else "")
-        return self._rows(f"{where} ORDER BY latest_at {order}, id {order} LIMIT ?",
-                          (conv, *(after or ()), limit))
+        return self.catalog.execute(
+            f"SELECT id, body, latest_at, depth, last_seq FROM summaries WHERE {where} "
+            f"ORDER BY latest_at {order}, id {order} LIMIT ?", (conv, *(after or ()), limit))
 
     def roots(self, conv: str) -> list[SummaryRow]:
         return self._rows("conv=? AND parent IS NULL ORDER BY first_seq, id", (conv,))

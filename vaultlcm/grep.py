@@ -75,14 +75,42 @@ _LINE_TOKENS = ("^", "$", "\\n", "\\s", "[^", "\\W", "\\D", "\\S", "\\Z", "\\A",
 _SPECIAL = re.compile(r'"(?:esc|file|crlf|h)",\d|"ansi":|"xf":')
 
 
+#: What in a pattern sees past the text it is matched in (where a string starts or ends, what comes
+#: before or after a position, where the last match ended): a scan of a whole file, where an entry's
+#: text sits between other lines, or of bodies joined together, could miss a match such a pattern makes
+#: in one text alone, so each text is then searched by itself.
+_WHOLE_TEXT_TOKENS = ("\\A", "\\Z", "\\z", "\\G", "\\K", "(?<=", "(?<!", "(?=", "(?!")
+#: What separates two summary bodies in a joined search (see :meth:`_RegexScan._summaries`).
+_BODY_JOIN = "\n\n"
+_NEEDLE = "\n" + _ENTRY_PREFIX
+
+
+def searches_whole_texts(rx: regex.Pattern[str]) -> bool:
+    """Whether ``rx`` must be searched in each text by itself (see :data:`_WHOLE_TEXT_TOKENS`), not in a
+    file or a run of bodies that holds the text among others. Tokens are looked for in the source as
+    written: an escaped backslash before one only costs the slower search."""
+    return bool(rx.flags & regex.REVERSE) or any(tok in rx.pattern for tok in _WHOLE_TEXT_TOKENS)
+
+
 def _entry_starts(view: str) -> list[int]:
     starts = [0] if view.startswith(_ENTRY_PREFIX) else []
-    needle = "\n" + _ENTRY_PREFIX
-    pos = view.find(needle)
+    pos = view.find(_NEEDLE)
     while pos >= 0:
         starts.append(pos + 1)
-        pos = view.find(needle, pos + 1)
+        pos = view.find(_NEEDLE, pos + 1)
     return starts
+
+
+def _entry_at(view: str, pos: int) -> tuple[int, int]:
+    """Start and end of the entry holding ``pos`` in a log's text (start -1: before the first entry).
+
+    What ``bisect`` over :func:`_entry_starts` would say, from the lines around ``pos`` alone: a scan
+    whose pattern falls in a few entries of a long day need not find where every entry starts.
+    """
+    before = view.rfind(_NEEDLE, 0, pos - 1 + len(_NEEDLE)) if pos > 0 else -1
+    start = before + 1 if before >= 0 else (0 if view.startswith(_ENTRY_PREFIX) else -1)
+    after = view.find(_NEEDLE, pos)
+    return start, (after + 1 if after >= 0 else len(view))
 
 
 def _entry_id(view: str, start: int) -> str:
@@ -417,6 +445,7 @@ class _RegexScan:
         self.stopped_early = False
         source = rx.pattern
         self.line_aware = any(tok in source for tok in _LINE_TOKENS)
+        self.whole_text = searches_whole_texts(rx)
         self.hits: list[Hit] = []
         self.error: BaseException | None = None
         self._lock = threading.Lock()
@@ -435,20 +464,48 @@ class _RegexScan:
             return list(self.hits), complete
 
     def _work(self) -> None:
+        self._guarded(self._scan)
+        self._done.set()
+
+    def _guarded(self, step: Callable[[], None]) -> None:
+        """Run ``step``; a stop ends it quietly, any other error is kept for the caller to raise."""
+        try:
+            step()
+        except _Stop:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
+            with self._lock:
+                if self.error is None:
+                    self.error = exc
+            self._stop.set()
+
+    def _scan(self) -> None:
+        summaries = list(self.convs) if self.kind in (None, "summary") else []
+        side: threading.Thread | None = None
+        if self.need is None and summaries:
+            # Counting every match, the summaries need nothing from the messages' hits: they are
+            # searched on a second thread meanwhile (the searches and SQLite's reads let go of the GIL).
+            def every_summary() -> None:
+                for conv in summaries:
+                    self._summaries(conv)
+
+            side = threading.Thread(target=self._guarded, name="vaultlcm-regex-scan-summaries", daemon=True,
+                                    args=(every_summary,))
+            side.start()
         try:
             # Messages first: their hits bound how far back the summaries must be read (see _summaries).
             for conv in self.convs:
                 if self.kind in (None, "message"):
                     self._messages(conv)
-            for conv in self.convs:
-                if self.kind in (None, "summary"):
-                    self._summaries(conv)
-        except _Stop:
-            pass
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller, who raises it
-            with self._lock:
-                self.error = exc
-        self._done.set()
+        except BaseException:
+            self._stop.set()  # the summaries' thread ends too
+            raise
+        finally:
+            if side is not None:
+                side.join()
+        if side is None:
+            for conv in summaries:
+                self._summaries(conv)
 
     def _search(self, text: str) -> regex.Match[str] | None:
         left = self.deadline - time.monotonic()
@@ -469,26 +526,80 @@ class _RegexScan:
 
     def _summaries(self, conv: str) -> None:
         """Summaries newest first (oldest, with that sort), a page at a time: with a page to fill,
-        only as many are read as it takes."""
+        only as many are read as it takes.
+
+        A page's bodies are searched joined (one search for each body that matches, as in a log),
+        then each body found is searched alone: that match is the one reported, so joining never
+        adds a hit, and a match that runs from one body into the next cannot hide one in the next
+        (the search goes on where the next body starts). A pattern that sees past its text
+        (:func:`searches_whole_texts`) searches every body alone.
+        """
         found_here = 0
         after: tuple[str, str] | None = None
         bound = self._page_bound()
+        windowed = self.since is not None or self.before is not None
         while rows := self.history.dag.by_time(conv, oldest_first=self.oldest_first, after=after):
-            after = (rows[-1].latest_at, rows[-1].id)
-            for s in rows:
-                at = epoch_seconds(s.latest_at)
-                if bound is not None and (at > bound if self.oldest_first else at < bound):
-                    # Older (newer) than a full page of hits already found: no summary from here on
-                    # can be on the page.
-                    self.stopped_early = True
+            after = (rows[-1][2], rows[-1][0])
+            if bound is not None or windowed:
+                # A time per row only where one is asked of every row.
+                ats = [epoch_seconds(r[2]) for r in rows]
+                last = len(rows)
+                if bound is not None:
+                    for i, at in enumerate(ats):
+                        if at > bound if self.oldest_first else at < bound:
+                            # Older (newer) than a full page of hits already found: no summary from here
+                            # on can be on the page.
+                            last = i
+                            break
+                keep = [i for i in range(last) if _in_window(ats[i], self.since, self.before)]
+            else:
+                ats, last, keep = None, len(rows), list(range(len(rows)))
+            for i in self._bodies_matching([rows[i][1] for i in keep]):
+                k = keep[i]
+                sid, body, latest_at, depth, last_seq = rows[k]
+                m = self._search(body)
+                if m is None:
+                    continue
+                at = ats[k] if ats is not None else epoch_seconds(latest_at)
+                self._add(Hit(sid, "summary", conv, snip(body, m.start(), m.end()), at, 0.0,
+                              depth=depth, seq=last_seq or 0))
+                found_here += 1
+                if self.need is not None and found_here >= self.need:
+                    self.stopped_early = True  # the rest are older (newer, oldest first): not on this page
                     return
-                if _in_window(at, self.since, self.before) and (m := self._search(s.body)):
-                    self._add(Hit(s.id, "summary", conv, snip(s.body, m.start(), m.end()), at, 0.0,
-                                  depth=s.depth, seq=s.last_seq or 0))
-                    found_here += 1
-                    if self.need is not None and found_here >= self.need:
-                        self.stopped_early = True  # the rest are older (newer, oldest first): not on this page
-                        return
+            if last < len(rows):
+                self.stopped_early = True
+                return
+
+    def _bodies_matching(self, bodies: list[str]) -> list[int]:
+        """Indexes in ``bodies``, in order, of those the pattern may match (a superset; each is searched
+        alone after)."""
+        if self.whole_text or len(bodies) < 2:
+            return list(range(len(bodies)))
+        starts: list[int] = []
+        at = 0
+        for body in bodies:
+            starts.append(at)
+            at += len(body) + len(_BODY_JOIN)
+        joined = _BODY_JOIN.join(bodies)
+        out: list[int] = []
+        pos = 0
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0 or self._stop.is_set():
+                raise _Stop
+            try:
+                m = self.rx.search(joined, pos, timeout=left, concurrent=True)
+            except TimeoutError:
+                raise _Stop from None
+            if m is None:
+                break
+            i = bisect.bisect_right(starts, m.start()) - 1
+            out.append(i)
+            if i + 1 == len(starts):
+                return out
+            pos = starts[i + 1]
+        return out
 
     def _page_bound(self) -> float | None:
         """The time of the ``need``-th hit in page order among those found so far (None: no full page yet)."""
@@ -550,27 +661,34 @@ class _RegexScan:
         # A pattern that can see a line break or a line start must not see the callout's "> "
         # prefixes; any other pattern matches the same text with them or without.
         view = text.replace("\n> ", "\n").replace("\n>\n", "\n\n") if self.line_aware else text
-        starts = _entry_starts(view)
+        if self.whole_text:
+            # Where a text starts or ends, or what lies around it, is not what the file shows:
+            # every entry is decoded and searched alone.
+            return {_entry_id(view, start) for start in _entry_starts(view)}
         found: set[str] = set()
         for m in _SPECIAL.finditer(view):
-            k = bisect.bisect_right(starts, m.start()) - 1
-            if k >= 0:
-                found.add(_entry_id(view, starts[k]))
-        left = self.deadline - time.monotonic()
-        if left <= 0 or self._stop.is_set():
-            raise _Stop
-        last = -1
-        try:
-            for m in self.rx.finditer(view, timeout=left, concurrent=True):
-                k = bisect.bisect_right(starts, m.start()) - 1
-                if k >= 0 and k != last:
-                    last = k
-                    found.add(_entry_id(view, starts[k]))
-                if self._stop.is_set():
-                    raise _Stop
-        except TimeoutError:
-            raise _Stop from None
-        return found
+            start, _end = _entry_at(view, m.start())
+            if start >= 0:
+                found.add(_entry_id(view, start))
+        # One search per entry that matches: after a match the search goes on where the next entry
+        # starts (a pattern found all over a day costs what its matching entries cost). A match that
+        # runs on into the next entry cannot hide one that starts there, as it could in ``finditer``.
+        pos = 0
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0 or self._stop.is_set():
+                raise _Stop
+            try:
+                m = self.rx.search(view, pos, timeout=left, concurrent=True)
+            except TimeoutError:
+                raise _Stop from None
+            if m is None:
+                return found
+            start, pos = _entry_at(view, m.start())
+            if start >= 0:
+                found.add(_entry_id(view, start))
+            if pos >= len(view):
+                return found  # the last entry (an empty match at the very end would be found again)
 
     def _readable(self, rows: list[Any]) -> list[tuple[Any, Any]]:
         from .errors import VaultLCMError
