@@ -77,7 +77,7 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
             callgrind: bool = False, profile: Path | None = None) -> dict[str, Any]:
     """Compact ``messages`` new messages on a copy of ``build``: total CPU, rate and CPU per phase."""
     from vaultlcm import Vault, compaction
-    from vaultlcm import dag as dag_module
+    from vaultlcm import dag_writes
     from vaultlcm.assembly import Assembler
     from vaultlcm.compaction import Compactor
     from vaultlcm.dag import Dag
@@ -102,13 +102,13 @@ def measure(build: Path, messages: int, *, primed: bool, record: Path | None, wo
                                (Compactor, "_request", "size requests"), (Assembler, "prime", "prime"),
                                (Vault, "refresh_views", "home and index notes"),
                                # inside "write notes": the note's text, its file, its catalog rows
-                               (dag_module, "render_note", "  render the note"),
-                               (dag_module, "atomic_write", "  the note's file"),
+                               (dag_writes, "render_note", "  render the note"),
+                               (dag_writes, "atomic_write", "  the note's file"),
                                (Dag, "_store", "  its catalog rows"),
                                # a pass's new notes are written at its end (Dag.staged_notes): not inside
                                # write_summary, so counted on their own; files, then the rows' transaction
                                (Dag, "flush_staged", "write notes, staged (each pass's end)"),
-                               (dag_module, "write_new_files", "  the staged notes' files"),
+                               (dag_writes, "write_new_files", "  the staged notes' files"),
                                (Vault, "sync", "first sync (checks every note)")):
         _timed(owner, name, label, spent)
     recorded: list[tuple[Any, str]] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vaultlcm import Vault, dag as dag_module, fsutil
+from vaultlcm import Vault, dag_writes, fsutil
 from vaultlcm.catalog import Catalog
 
 
@@ -30,7 +30,7 @@ def test_a_pass_syncs_the_summaries_folder_once(tmp_path: Path, monkeypatch: pyt
         synced: list[Path] = []
         real = fsutil.fsync_dir
         monkeypatch.setattr(fsutil, "fsync_dir", lambda p: (synced.append(Path(p)), real(p))[1])
-        monkeypatch.setattr(dag_module, "fsync_dir", lambda p: (synced.append(Path(p)), real(p))[1])
+        monkeypatch.setattr(dag_writes, "fsync_dir", lambda p: (synced.append(Path(p)), real(p))[1])
         report = v.compact("c", force=True)[0]
         assert len(report.created) > 10
         folder = v.layout.summaries_dir("c")

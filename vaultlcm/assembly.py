@@ -51,7 +51,8 @@ from . import apiformat
 from .apiformat import Turn
 from .catalog import MessageRow
 from .cut import Cut, Item, cut_cost, plan_cut
-from .dag import Dag, SummaryRow, summaries_generation
+from .dag import Dag, SummaryRow
+from .dag_rows import summaries_generation
 from .errors import BudgetTooSmallError, NotFoundError
 from .messages import Message
 from .msglog import MessageLog

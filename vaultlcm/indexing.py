@@ -406,7 +406,7 @@ class IndexKeeper:
             self._msg_mark[conv] = max(r.seq for r in rows)
             added += len(rows)
         # A cheap check first: the catalog counts every change to a conversation's summaries.
-        from .dag import summaries_generation
+        from .dag_rows import summaries_generation
 
         generation = summaries_generation(self.catalog, conv)
         if self._sum_print.get(conv) == generation:
