@@ -507,12 +507,13 @@ class _RegexScan:
             for conv in summaries:
                 self._summaries(conv)
 
-    def _search(self, text: str) -> regex.Match[str] | None:
+    def _search(self, text: str, pos: int = 0) -> regex.Match[str] | None:
+        """The first match in ``text`` from ``pos`` on, within what is left of the time limit."""
         left = self.deadline - time.monotonic()
         if left <= 0 or self._stop.is_set():
             raise _Stop
         try:
-            return self.rx.search(text, timeout=left, concurrent=True)
+            return self.rx.search(text, pos, timeout=left, concurrent=True)
         except TimeoutError:
             raise _Stop from None
         except RecursionError:
@@ -584,16 +585,7 @@ class _RegexScan:
         joined = _BODY_JOIN.join(bodies)
         out: list[int] = []
         pos = 0
-        while True:
-            left = self.deadline - time.monotonic()
-            if left <= 0 or self._stop.is_set():
-                raise _Stop
-            try:
-                m = self.rx.search(joined, pos, timeout=left, concurrent=True)
-            except TimeoutError:
-                raise _Stop from None
-            if m is None:
-                break
+        while (m := self._search(joined, pos)) is not None:
             i = bisect.bisect_right(starts, m.start()) - 1
             out.append(i)
             if i + 1 == len(starts):
@@ -666,29 +658,21 @@ class _RegexScan:
             # every entry is decoded and searched alone.
             return {_entry_id(view, start) for start in _entry_starts(view)}
         found: set[str] = set()
-        for m in _SPECIAL.finditer(view):
-            start, _end = _entry_at(view, m.start())
+        for special in _SPECIAL.finditer(view):
+            start, _end = _entry_at(view, special.start())
             if start >= 0:
                 found.add(_entry_id(view, start))
         # One search per entry that matches: after a match the search goes on where the next entry
         # starts (a pattern found all over a day costs what its matching entries cost). A match that
         # runs on into the next entry cannot hide one that starts there, as it could in ``finditer``.
         pos = 0
-        while True:
-            left = self.deadline - time.monotonic()
-            if left <= 0 or self._stop.is_set():
-                raise _Stop
-            try:
-                m = self.rx.search(view, pos, timeout=left, concurrent=True)
-            except TimeoutError:
-                raise _Stop from None
-            if m is None:
-                return found
+        while (m := self._search(view, pos)) is not None:
             start, pos = _entry_at(view, m.start())
             if start >= 0:
                 found.add(_entry_id(view, start))
             if pos >= len(view):
-                return found  # the last entry (an empty match at the very end would be found again)
+                break  # the last entry (an empty match at the very end would be found again)
+        return found
 
     def _readable(self, rows: list[Any]) -> list[tuple[Any, Any]]:
         from .errors import VaultLCMError
