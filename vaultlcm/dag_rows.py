@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from .catalog import Catalog, MessageRow
 from .relations import COUNTS, GAP
 
+#: The columns of ``summaries``, in the order of :class:`SummaryRow`'s fields.
 SUMMARY_COLUMNS = (
     "id, conv, path, size, mtime_ns, kind, depth, earliest_at, latest_at, first_seq, last_seq, descendant_count, "
     "source_tokens, token_count, summarizer, prompt, level, gen_hash, body_hash, sources_hash, sources, body, parent, stale"

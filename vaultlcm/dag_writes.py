@@ -20,15 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .catalog import Catalog
-from .dag_rows import SUMMARY_COLUMNS, SummaryRow, bump_generation
+from .dag_rows import SUMMARY_COLUMNS, SummaryRow, SyncReport, bump_generation
 from .errors import ValidationProblem
 from .fsutil import atomic_write, fsync_dir, read_file, write_new_files
 from .layout import VaultLayout
 from .links import VaultFiles
 from .summary_notes import SummaryFrontmatter, body_hash, exact_body_hash, parse_note, render_note
 
-if TYPE_CHECKING:
-    from .dag import SyncReport
 
 #: Notes :meth:`NoteWrites.staged_notes` holds before it writes them (a pass at 100k messages writes 250).
 STAGE_LIMIT = 256
