@@ -34,11 +34,6 @@ from typing import Any
 from pathlib import Path, PurePosixPath
 
 from .catalog import Catalog
-from .errors import ValidationProblem
-from .fsutil import read_file
-from .layout import VaultLayout
-from .links import VaultFiles
-from .relations import GAP, Derived, Link, Msg, Node, derive_in_parts, missing_sources
 from .dag_rows import (
     SUMMARY_COLUMNS,
     SUMMARY_COLUMNS_NO_BODY,
@@ -49,6 +44,11 @@ from .dag_rows import (
     bump_generation,
 )
 from .dag_writes import NoteWrites
+from .errors import ValidationProblem
+from .fsutil import read_file
+from .layout import VaultLayout
+from .links import VaultFiles
+from .relations import GAP, Derived, Link, Msg, Node, derive_in_parts, missing_sources
 from .summary_notes import (
     SUMMARY_ID_RE,
     body_hash,
