@@ -3,12 +3,15 @@ and searches summary bodies joined a page at a time yet finds exactly what a bod
 
 from __future__ import annotations
 
+import bisect
+
 import pytest
 import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vaultlcm import Settings, Vault
+from vaultlcm import grep as grep_module
 
 TEXTS = [
     "deploy of routing-api failed: exit code 1",
@@ -143,3 +146,22 @@ def test_any_pattern_finds_in_logs_and_summaries_what_each_text_alone_gives(
     summaries = compacted.grep(pattern, regex=True, scope="summaries", count=True)
     assert not summaries.get("partial")
     assert summaries["summaries"] == len(brute_force_summaries(compacted, pattern))
+
+
+_ENTRY = st.text(alphabet=st.characters(blacklist_characters='"'), min_size=1, max_size=6).map(
+    lambda i: f"{grep_module._ENTRY_PREFIX}m-{i}\"}} -->")
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.one_of(st.text(), st.just("\n"), st.just("\r\n"), _ENTRY, _ENTRY.map("\n".__add__)),
+                      max_size=12))
+def test_the_entry_around_a_position_is_the_one_the_list_of_entry_starts_gives(parts: list[str]) -> None:
+    """``_entry_at`` (the lines around one match) agrees with a bisect over every entry start, for any text
+    and at every position of it (an entry's first character, the line break before it, the very end)."""
+    view = "".join(parts)
+    starts = grep_module._entry_starts(view)
+    for pos in range(len(view) + 1):
+        k = bisect.bisect_right(starts, pos) - 1
+        start, end = grep_module._entry_at(view, pos)
+        assert start == (starts[k] if k >= 0 else -1), pos
+        assert end == next((s for s in starts if s > pos), len(view)), pos
