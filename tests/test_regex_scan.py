@@ -4,6 +4,7 @@ and searches summary bodies joined a page at a time yet finds exactly what a bod
 from __future__ import annotations
 
 import bisect
+from pathlib import Path
 
 import pytest
 import regex
@@ -165,3 +166,20 @@ def test_the_entry_around_a_position_is_the_one_the_list_of_entry_starts_gives(p
         start, end = grep_module._entry_at(view, pos)
         assert start == (starts[k] if k >= 0 else -1), pos
         assert end == next((s for s in starts if s > pos), len(view)), pos
+
+
+def test_the_time_limit_is_the_scans_not_the_sync_before_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new process's first sync of a large vault (a stat of every note) is not taken out of the scan's limit."""
+    import time
+
+    with Vault.init(tmp_path / "v", settings=Settings(regex_timeout_seconds=2.0)) as v:
+        v.ingest("c", [{"role": "user", "content": f"deploy {i} failed"} for i in range(20)])
+        real = v.sync
+
+        def slow_sync(conversation: str, **kw: object) -> None:
+            time.sleep(2.5)  # longer than the whole limit
+            real(conversation, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(v, "sync", slow_sync)
+        got = v.grep(r"deploy \d+", regex=True, count=True)
+        assert not got.get("partial") and got["total"] == 20
