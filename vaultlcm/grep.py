@@ -39,10 +39,11 @@ word) never pay for the second search.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -577,21 +578,24 @@ class _RegexScan:
         alone after)."""
         if self.whole_text or len(bodies) < 2:
             return list(range(len(bodies)))
-        starts: list[int] = []
-        at = 0
-        for body in bodies:
-            starts.append(at)
-            at += len(body) + len(_BODY_JOIN)
-        joined = _BODY_JOIN.join(bodies)
-        out: list[int] = []
-        pos = 0
-        while (m := self._search(joined, pos)) is not None:
-            i = bisect.bisect_right(starts, m.start()) - 1
-            out.append(i)
-            if i + 1 == len(starts):
-                return out
-            pos = starts[i + 1]
-        return out
+        starts = list(itertools.accumulate((len(b) + len(_BODY_JOIN) for b in bodies[:-1]), initial=0))
+
+        def body_at(pos: int) -> tuple[int, int | None]:
+            i = bisect.bisect_right(starts, pos) - 1
+            return i, starts[i + 1] if i + 1 < len(starts) else None
+
+        return list(self._units_matching(_BODY_JOIN.join(bodies), body_at))
+
+    def _units_matching(self, text: str, unit_at: Callable[[int], tuple[int, int | None]]) -> Iterator[int]:
+        """The units of ``text`` (the entries of a log, the bodies of a page) where the pattern matches, in
+        order, one search each: ``unit_at(pos)`` names the unit holding ``pos`` and where the next one
+        starts (None: it is the last). After a match the search goes on where the next unit starts, so a
+        match that runs on into the next unit cannot hide one that starts there (as in ``finditer``), and
+        a pattern found all over a unit costs one search."""
+        pos: int | None = 0
+        while pos is not None and (m := self._search(text, pos)) is not None:
+            unit, pos = unit_at(m.start())
+            yield unit
 
     def _page_bound(self) -> float | None:
         """The time of the ``need``-th hit in page order among those found so far (None: no full page yet)."""
@@ -662,16 +666,12 @@ class _RegexScan:
             start, _end = _entry_at(view, special.start())
             if start >= 0:
                 found.add(_entry_id(view, start))
-        # One search per entry that matches: after a match the search goes on where the next entry
-        # starts (a pattern found all over a day costs what its matching entries cost). A match that
-        # runs on into the next entry cannot hide one that starts there, as it could in ``finditer``.
-        pos = 0
-        while (m := self._search(view, pos)) is not None:
-            start, pos = _entry_at(view, m.start())
-            if start >= 0:
-                found.add(_entry_id(view, start))
-            if pos >= len(view):
-                break  # the last entry (an empty match at the very end would be found again)
+
+        def entry_at(pos: int) -> tuple[int, int | None]:
+            start, end = _entry_at(view, pos)
+            return start, end if end < len(view) else None
+
+        found.update(_entry_id(view, start) for start in self._units_matching(view, entry_at) if start >= 0)
         return found
 
     def _readable(self, rows: list[Any]) -> list[tuple[Any, Any]]:
