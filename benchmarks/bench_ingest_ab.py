@@ -50,7 +50,7 @@ STAGES = [
 ]
 
 CHILD = """
-    import gc, importlib, json, sys, time
+    import gc, importlib, inspect, json, sys, time
     root, n, stages, slowest = sys.argv[1], int(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])
     acc, cur, spans, pauses = {}, {}, [], []
 
@@ -79,7 +79,10 @@ CHILD = """
         for part in path:
             owner = getattr(owner, part, None)
         if owner is not None and hasattr(owner, name):
-            setattr(owner, name, timed(getattr(owner, name), label))
+            wrapped = timed(getattr(owner, name), label)
+            if isinstance(inspect.getattr_static(owner, name), staticmethod):
+                wrapped = staticmethod(wrapped)  # else the instance would be passed to it as its first argument
+            setattr(owner, name, wrapped)
     from vaultlcm import Vault
     lat, cpu, calls = [], [], []
     with Vault(root) as v:
@@ -118,7 +121,9 @@ def run_tree(code: Path, vault: Path, work: Path, calls: int, stages: bool, slow
                                json.dumps(STAGES if stages or slowest else []), str(slowest)],
                               capture_output=True, text=True, check=False,
                               cwd=work, env={**os.environ, "PYTHONPATH": str(code)})
-        if proc.returncode != 0:
+        if proc.returncode != 0 or "Exception in thread" in proc.stderr:
+            # A thread that died (a timed function wrapped wrongly killed the checkpointer once, and
+            # the run measured a catalog without it) must not pass for a measurement.
             raise RuntimeError(f"benchmark child ({code}) failed:\n{proc.stderr[-3000:]}")
         out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
         if not Path(out["vaultlcm"]).resolve().is_relative_to(code.resolve()):

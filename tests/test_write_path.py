@@ -142,6 +142,35 @@ def test_checkpoints_run_on_a_thread_and_stop_with_the_catalog(tmp_path: Path) -
         again.close()
 
 
+def test_the_checkpointer_waits_for_the_writer_to_pause(tmp_path: Path, monkeypatch) -> None:
+    """Beside back-to-back commits the thread does not checkpoint (the call whose sync met its
+    write-back was the slowest of the run); once the writer pauses, it does."""
+    quiet = 1.0
+    monkeypatch.setattr(catalog_module, "QUIET_SECONDS", quiet)
+    cat = Catalog(tmp_path, tmp_path / "catalog.sqlite")
+    try:
+        for i in range(catalog_module.CHECKPOINT_EVERY):
+            with cat.transaction() as db:
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, '1')", (f"k{i}",))
+        worker = cat._checkpointer
+        assert worker is not None  # asked for one with the last commit
+        longest_gap, last, until = 0.0, time.monotonic(), time.monotonic() + 2 * quiet
+        while time.monotonic() < until:  # the writer keeps going for twice the quiet time
+            with cat.transaction() as db:
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('busy', '1')")
+            now = time.monotonic()
+            longest_gap, last = max(longest_gap, now - last), now
+            time.sleep(0.005)
+        if longest_gap < quiet:  # a machine that froze this thread for a second proves nothing here
+            assert worker.runs == 0
+        deadline = time.monotonic() + 20
+        while worker.runs == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.runs == 1
+    finally:
+        cat.close()
+
+
 def test_a_replaced_catalog_gets_a_new_checkpointer(tmp_path: Path) -> None:
     cat = Catalog(tmp_path, tmp_path / "catalog.sqlite")
     try:

@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,13 @@ _CORRUPT = ("file is not a database", "malformed", "file is encrypted", "unsuppo
 #: whose log sync meets it waits for the disk: every 32 commits that was 3% of back-to-back calls and
 #: a quiet machine's p99 (7-9 ms at 10k, against 3.5 ms every 256; fewer checkpoints, each longer).
 CHECKPOINT_EVERY = 256
+#: How long the catalog must have gone without a commit before the thread checkpoints. Under
+#: back-to-back commits it waits, and SQLite's checkpoint at :data:`WAL_BACKSTOP_PAGES` (one slow
+#: commit in ~385) does the work: a thread checkpointing beside the writer slowed the call whose
+#: sync met its write-back, three or four calls in 1,000, and its checkpoint never caught up, so
+#: the backstop came anyway (p99 1.65x FTS5's at 10k and 2.05x at 100k, against 1.37x and 1.41x
+#: without it). An agent's calls have gaps of seconds, where the thread's work costs no call.
+QUIET_SECONDS = 0.05
 #: SQLite's own checkpoint threshold (pages of WAL), above what CHECKPOINT_EVERY ingest commits write,
 #: so that it only catches what the thread did not (a bulk import's large commits): at most 16 MB of WAL.
 WAL_BACKSTOP_PAGES = 4000
@@ -57,6 +64,8 @@ class CatalogDB:
         self._generation = 0
         self._db = self._open()
         self._commits = 0
+        #: ``time.monotonic()`` of the last commit: the checkpointer waits for a quiet moment.
+        self._last_commit = 0.0
         self._checkpointer: _Checkpointer | None = None
         #: While :meth:`grouped` runs: how many transactions commit together, the thread grouping them,
         #: and how many the open group holds (its open transaction holds :attr:`_lock`).
@@ -187,10 +196,11 @@ class CatalogDB:
         every 80 ingest calls): writing pages back and two fsyncs, the slowest of the calls.
         """
         self._commits += 1
+        self._last_commit = time.monotonic()
         if self._commits % CHECKPOINT_EVERY:
             return
         if self._checkpointer is None:
-            self._checkpointer = _Checkpointer(self.db_path)
+            self._checkpointer = _Checkpointer(self.db_path, lambda: self._last_commit)
         self._checkpointer.request()
 
     @contextmanager
@@ -328,11 +338,13 @@ class CatalogDB:
 
 
 class _Checkpointer:
-    """A thread with its own connection that checkpoints the WAL when asked (``PASSIVE``: it never
-    waits for, nor blocks, a writer). Started by the first request, so a short command never has one."""
+    """A thread with its own connection that checkpoints the WAL when asked, once no commit has come
+    for :data:`QUIET_SECONDS` (``PASSIVE``: it never waits for, nor blocks, a writer). Started by the
+    first request, so a short command never has one."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, last_commit: Callable[[], float]) -> None:
         self.db_path = db_path
+        self._last_commit = last_commit
         self._wake = threading.Event()
         self._stopping = False
         #: Checkpoints done (for tests and curiosity).
@@ -353,12 +365,23 @@ class _Checkpointer:
         """One checkpoint (its own method so that benchmarks can time it: ``bench_ingest_ab --slowest``)."""
         db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
+    def _wait_for_quiet(self) -> None:
+        """Return once the writer has been idle for :data:`QUIET_SECONDS`, or when stopping."""
+        while not self._stopping:
+            idle = time.monotonic() - self._last_commit()
+            if idle >= QUIET_SECONDS:
+                return
+            # A stop sets the event and ends the wait; a request meanwhile is this same checkpoint.
+            self._wake.wait(QUIET_SECONDS - idle)
+            self._wake.clear()
+
     def _run(self) -> None:
         db: sqlite3.Connection | None = None
         try:
             while True:
                 self._wake.wait()
                 self._wake.clear()
+                self._wait_for_quiet()
                 if self._stopping:
                     return
                 try:
