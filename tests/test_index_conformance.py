@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from vaultlcm.errors import IndexError_, UsageError
 from vaultlcm.index import open_index
-from vaultlcm.index.base import IndexDoc, IndexLocked, IndexUnavailable, SearchIndex
+from vaultlcm.index.base import IndexDoc, IndexLocked, IndexOtherBackend, IndexUnavailable, SearchIndex
 from vaultlcm.index.buffered import VERSION_FILE
 from vaultlcm.index.query import parse_query
 
@@ -929,9 +929,17 @@ def test_other_backends_index_is_unavailable(make, backend: str, tmp_path: Path)
     other = "tantivy" if backend == "whoosh" else "whoosh"
     if other == "tantivy":
         pytest.importorskip("tantivy")
-    open_index(other, tmp_path / "x").close()
-    with pytest.raises(IndexUnavailable):
+    theirs = open_index(other, tmp_path / "x")
+    theirs.add([IndexDoc("m-1", "message", "c", "kept as it was", 1.0)])
+    theirs.close()
+    with pytest.raises(IndexOtherBackend) as err:
         make("x")
+    assert err.value.found == other and isinstance(err.value, IndexUnavailable)
+    again = open_index(other, tmp_path / "x")  # refused, not touched: the other backend still opens it whole
+    try:
+        assert again.count() == 1 and [h.id for h in again.search("kept")] == ["m-1"]
+    finally:
+        again.close()
 
 
 _CHILD = textwrap.dedent(

@@ -159,3 +159,81 @@ def test_write_setting_keeps_tables_below_and_validates(tmp_path: Path) -> None:
     with pytest.raises(SettingsError, match="unknown setting"):
         write_setting(path, "no_such_setting", 1)
     assert Settings.model_fields["index_backend"].description  # appended lines carry it
+
+
+# -- an index of the other backend: refused with the way out, never rebuilt silently ----------------
+
+
+def index_files(vault: Path) -> dict[str, int]:
+    folder = vault / ".vaultlcm" / "index"
+    return {p.name: p.stat().st_size for p in folder.iterdir() if p.suffix not in (".lock", ".pid")}
+
+
+def test_a_search_refuses_an_index_of_the_other_backend_and_names_the_way_out(vault: Path) -> None:
+    assert grep_ids(vault, "deploy")
+    before = index_files(vault)
+    # A person switches the setting by hand (or by the environment): the next search would
+    # have rebuilt the whole index with no word of it (minutes at a million messages).
+    code, out, err = run(["--vault", str(vault), "grep", "deploy"], env={"VAULTLCM_INDEX_BACKEND": "tantivy"})
+    assert code == 1 and out == ""
+    assert err.startswith("Error: ") and err.count("\n") == 1, err
+    assert "built with whoosh" in err and "says tantivy" in err
+    assert "`vaultlcm reindex --backend tantivy`" in err and 'index_backend = "whoosh"' in err
+    assert index_files(vault) == before and index_backend_on_disk(vault) == "whoosh"
+    # Either way out works: the setting back, or the switch with reindex.
+    assert grep_ids(vault, "deploy")
+    toml = vault / "vaultlcm.toml"
+    toml.write_text(toml.read_text().replace('index_backend = "whoosh"', 'index_backend = "tantivy"'))
+    code, _, err = run(["--vault", str(vault), "grep", "deploy"])
+    assert code == 1 and "reindex --backend tantivy" in err
+    code, _, err = run(["--vault", str(vault), "reindex", "--quiet"])
+    assert code == 0, err
+    assert index_backend_on_disk(vault) == "tantivy" and grep_ids(vault, "deploy")
+
+
+def test_doctor_reports_the_other_backend_and_fix_rebuilds_with_the_setting(vault: Path) -> None:
+    assert grep_ids(vault, "deploy")
+    env = {"VAULTLCM_INDEX_BACKEND": "tantivy"}
+    code, out, _ = run(["--vault", str(vault), "doctor", "--json"], env=env)
+    report = json.loads(out)
+    assert code == 1 and [p["kind"] for p in report["problems"]] == ["index_backend"]
+    assert report["problems"][0]["fixable"] and report["problems"][0]["path"] == ".vaultlcm/index"
+    assert index_backend_on_disk(vault) == "whoosh"  # a check changes nothing
+    code, out, err = run(["--vault", str(vault), "doctor", "--fix"], env=env)
+    assert code == 0, out + err
+    assert "rebuilt the search index with tantivy (it was a whoosh index)" in out
+    assert index_backend_on_disk(vault) == "tantivy"
+    code, out, _ = run(["--vault", str(vault), "grep", "deploy", "--json"], env=env)
+    assert code == 0 and json.loads(out)["hits"]
+
+
+def test_an_engine_keeps_its_memory_when_the_index_is_of_the_other_backend(vault: Path) -> None:
+    from vaultlcm import Engine, IndexBackendError, Settings
+
+    assert grep_ids(vault, "deploy")  # the index exists (whoosh)
+    before = index_files(vault)
+    settings_ = Settings(background_compaction=False, index_backend="tantivy")
+    with Engine(vault, "chat", settings=settings_) as engine:
+        assert engine.last_error is not None and "reindex --backend tantivy" in engine.last_error
+        engine.ingest({"role": "user", "content": "the agent goes on: rollout at noon"})
+        assert engine.after_turn() in (True, False)
+        assert "rollout at noon" in json.dumps(engine.assemble().messages)
+        answer = engine.call_tool("lcm_grep", {"pattern": "rollout"})
+        assert answer.startswith("Error: ") and "reindex --backend tantivy" in answer
+        with pytest.raises(IndexBackendError):
+            engine.vault.grep("rollout")
+    assert index_files(vault) == before
+
+
+def test_the_refusal_is_one_line_from_the_installed_command(vault: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    assert grep_ids(vault, "deploy")  # the index exists (whoosh)
+    proc = subprocess.run([sys.executable, "-m", "vaultlcm", "--vault", str(vault), "grep", "deploy"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "VAULTLCM_INDEX_BACKEND": "tantivy"})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("Error: the search index at ") and proc.stderr.count("\n") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr

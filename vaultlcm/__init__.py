@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .engine import Engine, SubagentHandle
     from .errors import (
         CorruptVaultError,
+        IndexBackendError,
         InputFormatError,
         InvalidNameError,
         LockTimeoutError,
@@ -80,6 +81,7 @@ __all__ = [
     "DemoReport",
     "Engine",
     "ImportReport",
+    "IndexBackendError",
     "InputFormatError",
     "InstallReport",
     "InvalidNameError",

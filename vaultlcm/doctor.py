@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .errors import IndexBackendError
 from .fsutil import TEMP_PREFIX, atomic_write, read_file, truncate
 from .bases import INDEX_NOTE, INDEX_TAG
 from .upkeep import resolve_note_conflict
@@ -324,7 +325,12 @@ class Doctor:
         # for every missing document. Only when they do not is the index caught up from the
         # marks, and when those are missing or the counts still disagree, every id and hash
         # of the index compared with the catalog.
-        if self.indexer.counts_match():
+        try:
+            if self.indexer.counts_match():
+                return
+        except IndexBackendError as exc:
+            report.problems.append(Finding("index_backend", f"{exc} (`vaultlcm doctor --fix` rebuilds it with "
+                                           f"{exc.wanted})", self.layout.relative(exc.path), True))
             return
         behind = self.indexer.lag()
         if behind:
@@ -394,7 +400,12 @@ class Doctor:
             self.dag.clear_problems(conv, "log_edit")
             self.catalog.clear_failures(conv)
         done += [f"regenerated {rel}" for rel in self.refresh_views()]  # home notes and the index note
-        index = self.indexer.ready()
+        try:
+            index = self.indexer.ready()
+        except IndexBackendError as exc:
+            self.indexer.rebuild()  # the setting's backend: --fix is the person's word for it
+            done.append(f"rebuilt the search index with {exc.wanted} (it was a {exc.found} index)")
+            index = self.indexer.ready()
         drift = self.indexer.drift()
         if drift["missing"] or drift["extra"]:
             self.indexer.catch_up()

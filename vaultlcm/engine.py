@@ -32,7 +32,7 @@ from typing import Any
 
 from .assembly import AssembledContext
 from .compaction import CompactionReport, item_tokens
-from .errors import UsageError, VaultLCMError
+from .errors import IndexBackendError, UsageError, VaultLCMError
 from .messages import Message
 from .names import validate_conversation_name
 from .native_memory import release_free_memory
@@ -132,7 +132,11 @@ class Engine:
             if self.vault.layout.conversation_dir(self.conversation).is_dir():
                 self.vault.sync(self.conversation)
             # A long-lived engine keeps the index open so new messages are searchable at once.
-            self.vault.indexer.open()
+            try:
+                self.vault.indexer.open()
+            except IndexBackendError as exc:
+                # The agent's memory works without the index; its searches say what to run.
+                self.last_error = str(exc)
             if self._watch and self._watcher is None:
                 self._watcher = self.vault.watch()
             return self.info()

@@ -129,6 +129,25 @@ class IndexError_(VaultLCMError):
     """The full-text index failed; it can always be rebuilt with ``vaultlcm reindex``."""
 
 
+class IndexBackendError(IndexError_):
+    """The search index was built with one backend and the ``index_backend`` setting names the other.
+
+    Raised instead of a silent rebuild (minutes at a million messages, with no word of it):
+    ``vaultlcm reindex --backend`` switches with progress shown, or the setting goes back.
+    """
+
+    def __init__(self, path: Path, found: str, wanted: str) -> None:
+        self.path = path
+        self.found = found
+        self.wanted = wanted
+        super().__init__(
+            f"the search index at {path} was built with {found}, but the index_backend setting says {wanted} "
+            f"(vaultlcm.toml, or VAULTLCM_INDEX_BACKEND). To switch, run `vaultlcm reindex --backend {wanted}` "
+            f"(it rebuilds the index from the files, showing progress); to keep the index, set "
+            f"index_backend = \"{found}\"."
+        )
+
+
 class IndexBuildError(IndexError_):
     """The process building the index during ``vaultlcm reindex`` failed; the message says how."""
 

@@ -23,9 +23,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import IndexError_, VaultLCMError
+from .errors import IndexBackendError, IndexError_, VaultLCMError
 from .fsutil import atomic_write
-from .index import IndexDoc, IndexUnavailable, SearchIndex, open_index
+from .index import IndexDoc, IndexOtherBackend, IndexUnavailable, SearchIndex, open_index
 from .messages import Message, epoch_seconds, parse_timestamp
 
 if TYPE_CHECKING:
@@ -157,6 +157,10 @@ class IndexKeeper:
                 # A process that is not the index's writer searches what is there rather than
                 # waiting long for another process (an agent, the MCP server) to let go.
                 self._index = open_index(backend, path, lock_timeout=1.0)
+            except IndexOtherBackend as exc:
+                # Usable as it is by the other backend, and rebuilding it can take many minutes: the
+                # person who changed the setting decides (`reindex --backend` shows progress).
+                raise IndexBackendError(path, exc.found, backend) from None
             except IndexUnavailable:
                 # Derived state: a damaged index is simply rebuilt from the files.
                 shutil.rmtree(path, ignore_errors=True)

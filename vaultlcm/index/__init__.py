@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from .base import MATCHES, SORTS, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex
+from .base import (
+    MATCHES, SORTS, IndexDoc, IndexLocked, IndexOtherBackend, IndexUnavailable, MatchCount, SearchHit, SearchIndex,
+)
 
 __all__ = [
     "MATCHES",
     "SORTS",
     "IndexDoc",
     "IndexLocked",
+    "IndexOtherBackend",
     "IndexUnavailable",
     "MatchCount",
     "SearchHit",
@@ -45,7 +48,8 @@ def open_index(
     """Open (or create) the index at ``path`` with ``backend`` ("whoosh" | "tantivy").
 
     Raises :class:`IndexUnavailable` when the directory holds an index that can't
-    be used; ``reset=True`` wipes the directory first (then call ``rebuild``).
+    be used (:class:`IndexOtherBackend` when it is a complete index of the other
+    backend); ``reset=True`` wipes the directory first (then call ``rebuild``).
     A process that can't get the writer lock opens the index read-only: it can
     search, and its writes wait up to ``lock_timeout`` seconds for the lock and
     then raise :class:`IndexLocked`.

@@ -113,6 +113,14 @@ class IndexUnavailable(IndexError_):
     """
 
 
+class IndexOtherBackend(IndexUnavailable):
+    """The directory holds a complete index of the other backend (``found``), usable by it as it is."""
+
+    def __init__(self, message: str, found: str) -> None:
+        super().__init__(message)
+        self.found = found
+
+
 class IndexLocked(IndexError_):
     """Another process holds the index's writer lock (this one can only search)."""
 

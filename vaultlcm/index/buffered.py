@@ -53,7 +53,8 @@ from filelock import FileLock, Timeout
 
 from ..errors import IndexError_, UsageError
 from .base import (
-    KINDS, MATCHES, SORTS, Filters, Forget, IndexDoc, IndexLocked, IndexUnavailable, MatchCount, SearchHit, SearchIndex,
+    BACKENDS, KINDS, MATCHES, SORTS, Filters, Forget, IndexDoc, IndexLocked, IndexOtherBackend, IndexUnavailable,
+    MatchCount, SearchHit, SearchIndex,
 )
 from .query import ParsedQuery, QAny, QTerm, make_snippet, matched_words, parse_query, stemmer_name
 
@@ -251,6 +252,11 @@ class BufferedIndex(SearchIndex):
                 tmp.write_text(json.dumps(payload, sort_keys=True) + "\n", encoding="utf-8")
                 os.replace(tmp, self.path / VERSION_FILE)  # last: its presence means "complete"
                 return
+        if meta.get("schema_version") == SCHEMA_VERSION and meta.get("backend") in BACKENDS and (
+                meta.get("backend") != self.backend):
+            raise IndexOtherBackend(
+                f"the search index at {self.path} is a {meta['backend']} index; this one opens {self.backend}",
+                str(meta["backend"]))
         if meta.get("schema_version") != SCHEMA_VERSION or meta.get("backend") != self.backend:
             raise IndexUnavailable(
                 f"the search index at {self.path} is {meta.get('backend')!r} schema version "
