@@ -33,8 +33,8 @@ CHECKPOINT_EVERY = 256
 #: back-to-back commits it waits, and SQLite's checkpoint at :data:`WAL_BACKSTOP_PAGES` (one slow
 #: commit in ~385) does the work: a thread checkpointing beside the writer slowed the call whose
 #: sync met its write-back, three or four calls in 1,000, and its checkpoint never caught up, so
-#: the backstop came anyway (p99 1.65x FTS5's at 10k and 2.05x at 100k, against 1.37x and 1.41x
-#: without it). An agent's calls have gaps of seconds, where the thread's work costs no call.
+#: the backstop came anyway. Waiting, paired runs of 3,000 calls: p99 2.3x -> 1.7x FTS5's at 10k,
+#: 2.1x -> 1.2x at 100k. An agent's calls have gaps of seconds, where the thread's work costs no call.
 QUIET_SECONDS = 0.05
 #: SQLite's own checkpoint threshold (pages of WAL), above what CHECKPOINT_EVERY ingest commits write,
 #: so that it only catches what the thread did not (a bulk import's large commits): at most 16 MB of WAL.
