@@ -162,6 +162,57 @@ def test_mcp_server_over_stdio(small_vault: dict[str, Any], tmp_path: Path) -> N
             raise
 
 
+async def _other_backend_scenario(root: Path, fact_id: str, summary_id: str, errlog: Any) -> None:
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "vaultlcm", "--vault", str(root), "mcp"], cwd=str(root.parent),
+        env={**os.environ, "VAULTLCM_INDEX_BACKEND": "tantivy"},  # the index on disk is Whoosh's
+    )
+    async with stdio_client(params, errlog=errlog) as (read, write):
+        async with ClientSession(read, write) as session:
+            await asyncio.wait_for(session.initialize(), CALL_TIMEOUT)
+            found = await _call(session, "lcm_grep", {"pattern": "ZEBRA-4471"})
+            assert _is_error(found) and "`vaultlcm reindex --backend tantivy`" in _text(found)
+            described = json.loads(_text(await _call(session, "lcm_describe", {"id": summary_id})))
+            assert fact_id in described["sources"]
+            one = await _call(session, "lcm_expand", {"id": fact_id})
+            assert not _is_error(one) and "ZEBRA-4471" in _text(one)
+            # Another process writes: the watcher re-syncs (the closed index is not retried every second).
+            with Vault(root) as other:
+                other.ingest("heron", [{"role": "user", "content": "The osprey build number is 9913."}])
+            await asyncio.sleep(2.5)
+            status = json.loads(_text(await _call(session, "lcm_status", {})))
+            assert status["conversations"][0]["messages"] == 49
+
+
+@pytest.mark.timeout(90)
+def test_mcp_server_beside_an_index_of_the_other_backend(small_vault: dict[str, Any], tmp_path: Path) -> None:
+    """The server starts, says once on stderr that searching is off and why; searches answer with the way
+    out, the other tools work; the index on disk is left as it is."""
+    pytest.importorskip("mcp")
+    pytest.importorskip("tantivy")
+    root = small_vault["root"]
+    with Vault(root) as v:
+        assert v.grep("ZEBRA-4471")["hits"]  # a Whoosh index on disk
+    version = (root / ".vaultlcm" / "index" / "vaultlcm-index.json").read_text()
+    errpath = tmp_path / "server.stderr"
+    with errpath.open("w", encoding="utf-8") as errlog:
+        try:
+            asyncio.run(asyncio.wait_for(
+                _other_backend_scenario(root, small_vault["fact_id"], small_vault["summary_id"], errlog),
+                TOTAL_TIMEOUT,
+            ))
+        except BaseException:
+            errlog.flush()
+            print("server stderr:\n" + errpath.read_text(encoding="utf-8"), file=sys.stderr)
+            raise
+    err = errpath.read_text(encoding="utf-8")
+    assert err.count("searching is off until the index is switched") == 1, err
+    assert "index catch-up postponed" not in err, err
+    assert (root / ".vaultlcm" / "index" / "vaultlcm-index.json").read_text() == version
+
+
 def test_mcp_without_the_sdk_is_a_clear_error(tmp_path: Path) -> None:
     """Without the optional `mcp` package the command says what to install (exit 1, one line)."""
     Vault.init(tmp_path / "v").close()

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from .errors import ProviderConfigError, VaultLCMError
+from .errors import IndexBackendError, ProviderConfigError, VaultLCMError
 from .tools import TOOLS, call_tool
 
 if TYPE_CHECKING:
@@ -241,7 +241,12 @@ def serve(vault: "Vault") -> None:
     lock: Any = getattr(vault, "_lock", None) or threading.RLock()
     follower = IndexFollower(vault, lock)
     server = build_server(vault, follower)
-    watcher = vault.watch(on_sync=follower.on_sync)  # also opens the index and catches it up
+    try:
+        watcher = vault.watch(on_sync=follower.on_sync)  # also opens the index and catches it up
+    except IndexBackendError as exc:
+        # The other tools work without the index; a search answers with this error, which says what to run.
+        _log(f"searching is off until the index is switched: {exc}")
+        watcher = vault.watch(on_sync=follower.on_sync, index=False)
     follower.start()
     previous = None
     if threading.current_thread() is threading.main_thread():

@@ -758,15 +758,18 @@ class Vault:
         return reports
 
     def watch(self, *, debounce_ms: int | None = None, rescan_threshold: int = 1000,
-              on_sync: Callable[[dict[str, Any]], None] | None = None) -> "VaultWatcher":
+              on_sync: Callable[[dict[str, Any]], None] | None = None, index: bool = True) -> "VaultWatcher":
         """A started watcher that re-syncs the vault as files change (call ``stop()`` when done).
 
         ``debounce_ms`` defaults to the ``watch_debounce_ms`` setting; more than
         ``rescan_threshold`` pending paths fall back to a re-sync of everything; ``on_sync``
-        gets each :meth:`refresh` report."""
+        gets each :meth:`refresh` report. The search index is opened and caught up first;
+        ``index=False`` leaves it closed (notes and the catalog are still re-synced), for a
+        caller that serves without it, such as the MCP server beside an index of the other backend."""
         from .sync import VaultWatcher
 
-        self.indexer.ready()
+        if index:
+            self.indexer.ready()
         debounce = self.settings.watch_debounce_ms if debounce_ms is None else debounce_ms
         return VaultWatcher(self.layout, self.refresh, debounce_ms=debounce, rescan_threshold=rescan_threshold,
                             on_sync=on_sync).start()
