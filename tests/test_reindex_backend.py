@@ -207,13 +207,14 @@ def test_doctor_reports_the_other_backend_and_fix_rebuilds_with_the_setting(vaul
     assert code == 0 and json.loads(out)["hits"]
 
 
-def test_an_engine_keeps_its_memory_when_the_index_is_of_the_other_backend(vault: Path) -> None:
+@pytest.mark.parametrize("watch", [False, True], ids=["plain", "watching"])
+def test_an_engine_keeps_its_memory_when_the_index_is_of_the_other_backend(vault: Path, watch: bool) -> None:
     from vaultlcm import Engine, IndexBackendError, Settings
 
     assert grep_ids(vault, "deploy")  # the index exists (whoosh)
     before = index_files(vault)
     settings_ = Settings(background_compaction=False, index_backend="tantivy")
-    with Engine(vault, "chat", settings=settings_) as engine:
+    with Engine(vault, "chat", settings=settings_, watch=watch) as engine:
         assert engine.last_error is not None and "reindex --backend tantivy" in engine.last_error
         engine.ingest({"role": "user", "content": "the agent goes on: rollout at noon"})
         assert engine.after_turn() in (True, False)

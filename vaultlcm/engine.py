@@ -138,7 +138,7 @@ class Engine:
                 # The agent's memory works without the index; its searches say what to run.
                 self.last_error = str(exc)
             if self._watch and self._watcher is None:
-                self._watcher = self.vault.watch()
+                self._watcher = self.vault.watch(index=self.vault.indexer.is_open)
             return self.info()
 
     def info(self) -> dict[str, Any]:
