@@ -119,17 +119,26 @@ def test_an_entry_copied_into_another_log_is_a_duplicate_after_a_rebuild(tmp_pat
         assert v.catalog.count("c") == 24
 
 
-def test_checkpoints_run_on_a_thread_and_stop_with_the_catalog(tmp_path: Path) -> None:
-    cat = Catalog(tmp_path, tmp_path / "catalog.sqlite")
-    assert cat._checkpointer is None  # a short command never starts one
-    for i in range(catalog_module.CHECKPOINT_EVERY * 2):
+def _commit(cat: Catalog, n: int) -> None:
+    """``n`` commits, each one row of the meta table."""
+    for i in range(n):
         with cat.transaction() as db:
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", (f"k{i}", json.dumps(i)))
-    worker = cat._checkpointer
-    assert worker is not None
+
+
+def _wait_for_a_checkpoint(worker: "catalog_module._Checkpointer") -> None:
     deadline = time.monotonic() + 20
     while worker.runs == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def test_checkpoints_run_on_a_thread_and_stop_with_the_catalog(tmp_path: Path) -> None:
+    cat = Catalog(tmp_path, tmp_path / "catalog.sqlite")
+    assert cat._checkpointer is None  # a short command never starts one
+    _commit(cat, catalog_module.CHECKPOINT_EVERY * 2)
+    worker = cat._checkpointer
+    assert worker is not None
+    _wait_for_a_checkpoint(worker)
     assert worker.runs >= 1
     thread = worker._thread
     cat.close()
@@ -149,9 +158,7 @@ def test_the_checkpointer_waits_for_the_writer_to_pause(tmp_path: Path, monkeypa
     monkeypatch.setattr(catalog_module, "QUIET_SECONDS", quiet)
     cat = Catalog(tmp_path, tmp_path / "catalog.sqlite")
     try:
-        for i in range(catalog_module.CHECKPOINT_EVERY):
-            with cat.transaction() as db:
-                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, '1')", (f"k{i}",))
+        _commit(cat, catalog_module.CHECKPOINT_EVERY)
         worker = cat._checkpointer
         assert worker is not None  # asked for one with the last commit
         longest_gap, last, until = 0.0, time.monotonic(), time.monotonic() + 2 * quiet
@@ -163,10 +170,8 @@ def test_the_checkpointer_waits_for_the_writer_to_pause(tmp_path: Path, monkeypa
             time.sleep(0.005)
         if longest_gap < quiet:  # a machine that froze this thread for a second proves nothing here
             assert worker.runs == 0
-        deadline = time.monotonic() + 20
-        while worker.runs == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert worker.runs == 1
+        _wait_for_a_checkpoint(worker)
+        assert worker.runs >= 1
     finally:
         cat.close()
 
@@ -174,18 +179,14 @@ def test_the_checkpointer_waits_for_the_writer_to_pause(tmp_path: Path, monkeypa
 def test_a_replaced_catalog_gets_a_new_checkpointer(tmp_path: Path) -> None:
     cat = Catalog(tmp_path, tmp_path / "catalog.sqlite")
     try:
-        for i in range(catalog_module.CHECKPOINT_EVERY):
-            with cat.transaction() as db:
-                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, '1')", (f"k{i}",))
+        _commit(cat, catalog_module.CHECKPOINT_EVERY)
         old = cat._checkpointer
         assert old is not None
         for suffix in ("", "-wal", "-shm"):
             Path(str(tmp_path / "catalog.sqlite") + suffix).unlink(missing_ok=True)  # the state folder was deleted
         assert cat.ensure_current()
         assert cat._checkpointer is None and not old._thread.is_alive()  # it held the old file
-        for i in range(catalog_module.CHECKPOINT_EVERY):
-            with cat.transaction() as db:
-                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES(?, '1')", (f"k{i}",))
+        _commit(cat, catalog_module.CHECKPOINT_EVERY)
         assert cat._checkpointer is not None and cat._checkpointer is not old
     finally:
         cat.close()
