@@ -391,6 +391,17 @@ def test_a_found_history_fills_the_budget_to_the_dag_s_granularity(tmp_path: Pat
     run_rules(tmp_path / "v", case["history"], Settings(**case["settings"]), case["budgets"], case["compaction"],
               case["format"])
 
+
+def test_a_result_the_render_drops_leaves_its_room_to_the_cut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history hypothesis found (kept in ``fixtures/regressions``): the window of the newest leaf left
+    out began with a tool result whose call stayed out, the render dropped it, and the room it was
+    planned for stayed empty though the condensed node before the tail had children that fit in it (a
+    larger room plans older items instead). Every rule holds at its budget."""
+    case = json.loads((Path(__file__).parent / "fixtures" / "regressions" / "assembly-orphan-window.json").read_text())
+    monkeypatch.setitem(globals(), "event", lambda *args, **kwargs: None)
+    run_rules(tmp_path / "v", case["history"], Settings(**case["settings"]), case["budgets"], case["compaction"],
+              case["format"])
+
 def test_sixty_short_messages_keep_their_tail_and_stay_raw(tmp_path: Path) -> None:
     Vault.init(tmp_path).close()
     (tmp_path / "s.jsonl").write_text("\n".join(json.dumps(m) for m in short_session(60)))

@@ -90,6 +90,8 @@ MESSAGE_CACHE_BYTES = 4 << 20
 TAIL_SEARCH_LIMIT = 5000
 _REPLANS = 6
 _SEARCH_STEPS = 6
+#: Plans of the chosen cut's own items when its render left room (see ``Assembler._refill``).
+_REFILLS = 3
 #: A context this close to its budget (or within half a percent) is full enough to stop searching.
 _FILL_TOLERANCE = 16
 #: Rendered summary costs kept in this process (about 300 bytes each; the catalog keeps them all): a
@@ -789,6 +791,7 @@ class Assembler:
         base = self._base(conv, hist, tail.start)
         tail_items = [hist.message_item(r) for r in tail.rows]
         best: AssembledContext | None = None
+        best_cut = Cut([])
         seen: dict[tuple[str, ...], int] = {}  # plans already rendered, with their rendered size
         # The largest room whose plan rendered within the budget, and the smallest whose plan did not.
         fits: int | None = None
@@ -806,7 +809,7 @@ class Assembler:
                                    with_system=with_system)
                 size = seen[key] = ctx.estimated_tokens
                 if size <= budget and (best is None or size >= best.estimated_tokens):
-                    best = ctx
+                    best, best_cut = ctx, cut
             gap = budget - size
             if 0 <= gap <= max(_FILL_TOLERANCE, budget // 200) or cut.verbatim:
                 break
@@ -824,7 +827,8 @@ class Assembler:
             else:
                 room += gap if gap > 0 else gap - 1
         if best is not None:
-            return best
+            return self._refill(conv, fmt, budget, best, best_cut, tail_items=tail_items, tail=tail, hist=hist,
+                                with_system=with_system)
         # Last resort: drop the oldest history items until it fits (the tail alone fits, see above).
         while cut.items:
             cut.omitted.append(cut.items.pop(0))
@@ -833,6 +837,35 @@ class Assembler:
             if ctx.estimated_tokens <= budget:
                 return ctx
         return self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist, with_system=False)
+
+    def _refill(
+        self, conv: str, fmt: str, budget: int, best: AssembledContext, best_cut: Cut, *, tail_items: list[Item],
+        tail: _Tail, hist: _History, with_system: bool,
+    ) -> AssembledContext:
+        """Give the room a render left unused to the chosen cut's own items.
+
+        A plan counts every message it picks, but the render drops a result whose call is left
+        out (the repairs), so a plan can render well under the budget; a larger room does not
+        help, since it plans a different cut (older items first) that does not fit. Planned
+        again from the cut's items, with the room it left, the room unfolds them instead.
+        """
+        extra = budget - best.estimated_tokens
+        for _ in range(_REFILLS):
+            if extra <= max(_FILL_TOLERANCE, budget // 200) or best_cut.verbatim:
+                break
+            cut = self._plan(hist, best_cut.items, best_cut.used + extra)
+            cut.omitted[0:0] = best_cut.omitted
+            cut.verbatim = cut.verbatim and not cut.omitted
+            ctx = self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist,
+                               with_system=with_system)
+            if ctx.estimated_tokens > budget:
+                extra -= ctx.estimated_tokens - budget  # the render overshot the plan: ask for that much less
+                continue
+            if ctx.estimated_tokens <= best.estimated_tokens:
+                break
+            best, best_cut = ctx, cut
+            extra = budget - ctx.estimated_tokens
+        return best
 
     def estimate(self, conv: str, budget: int) -> dict[str, Any]:
         """The cut :meth:`assemble` would show at ``budget`` (as :meth:`AssembledContext.describe`),
