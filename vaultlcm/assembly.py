@@ -116,6 +116,11 @@ def render_summary(row: SummaryRow) -> str:
     return f"<summary {' '.join(attrs)}>\n{row.body.rstrip()}\n</summary>"
 
 
+def _fill_tolerance(budget: int) -> int:
+    """Tokens left under ``budget`` that count as full (see :data:`_FILL_TOLERANCE`)."""
+    return max(_FILL_TOLERANCE, budget // 200)
+
+
 def run_tokens(item_costs: list[int]) -> int:
     """``count_tokens`` of a run's user message, ``SUMMARY_PREAMBLE + "\n\n" + "\n\n".join(blocks)``, from
     the blocks' :func:`summary_item_cost` alone (no token table).
@@ -790,6 +795,11 @@ class Assembler:
         room = budget - reserve - alone
         base = self._base(conv, hist, tail.start)
         tail_items = [hist.message_item(r) for r in tail.rows]
+
+        def render(cut: Cut) -> AssembledContext:
+            return self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist,
+                                with_system=with_system)
+
         best: AssembledContext | None = None
         best_cut = Cut([])
         seen: dict[tuple[str, ...], int] = {}  # plans already rendered, with their rendered size
@@ -805,13 +815,12 @@ class Assembler:
                 if size <= budget and over is None:
                     break
             else:
-                ctx = self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist,
-                                   with_system=with_system)
+                ctx = render(cut)
                 size = seen[key] = ctx.estimated_tokens
                 if size <= budget and (best is None or size >= best.estimated_tokens):
                     best, best_cut = ctx, cut
             gap = budget - size
-            if 0 <= gap <= max(_FILL_TOLERANCE, budget // 200) or cut.verbatim:
+            if 0 <= gap <= _fill_tolerance(budget) or cut.verbatim:
                 break
             if size <= budget:
                 fits = room if fits is None else max(fits, room)
@@ -827,21 +836,17 @@ class Assembler:
             else:
                 room += gap if gap > 0 else gap - 1
         if best is not None:
-            return self._refill(conv, fmt, budget, best, best_cut, tail_items=tail_items, tail=tail, hist=hist,
-                                with_system=with_system)
+            return self._refill(hist, budget, best, best_cut, render)
         # Last resort: drop the oldest history items until it fits (the tail alone fits, see above).
         while cut.items:
             cut.omitted.append(cut.items.pop(0))
-            ctx = self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist,
-                               with_system=with_system)
+            ctx = render(cut)
             if ctx.estimated_tokens <= budget:
                 return ctx
         return self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist, with_system=False)
 
-    def _refill(
-        self, conv: str, fmt: str, budget: int, best: AssembledContext, best_cut: Cut, *, tail_items: list[Item],
-        tail: _Tail, hist: _History, with_system: bool,
-    ) -> AssembledContext:
+    def _refill(self, hist: _History, budget: int, best: AssembledContext, best_cut: Cut,
+                render: Callable[[Cut], AssembledContext]) -> AssembledContext:
         """Give the room a render left unused to the chosen cut's own items.
 
         A plan counts every message it picks, but the render drops a result whose call is left
@@ -851,13 +856,12 @@ class Assembler:
         """
         extra = budget - best.estimated_tokens
         for _ in range(_REFILLS):
-            if extra <= max(_FILL_TOLERANCE, budget // 200) or best_cut.verbatim:
+            if extra <= _fill_tolerance(budget) or best_cut.verbatim:
                 break
             cut = self._plan(hist, best_cut.items, best_cut.used + extra)
             cut.omitted[0:0] = best_cut.omitted
             cut.verbatim = cut.verbatim and not cut.omitted
-            ctx = self._render(conv, fmt, budget, cut, tail_items=tail_items, tail=tail, hist=hist,
-                               with_system=with_system)
+            ctx = render(cut)
             if ctx.estimated_tokens > budget:
                 extra -= ctx.estimated_tokens - budget  # the render overshot the plan: ask for that much less
                 continue
