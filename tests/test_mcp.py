@@ -61,13 +61,31 @@ async def _poll_grep(session: Any, pattern: str, wanted: str, seconds: float = 1
         await asyncio.sleep(0.2)
 
 
-async def _scenario(root: Path, fact_id: str, summary_id: str, errlog: Any) -> None:
-    from mcp import ClientSession, StdioServerParameters, stdio_client
+def _server(root: Path, env: dict[str, str] | None = None) -> Any:
+    """How the SDK's stdio client starts `vaultlcm mcp` on ``root``."""
+    from mcp import StdioServerParameters
 
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "vaultlcm", "--vault", str(root), "mcp"], cwd=str(root.parent),
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "vaultlcm", "--vault", str(root), "mcp"], cwd=str(root.parent), env=env,
     )
-    async with stdio_client(params, errlog=errlog) as (read, write):
+
+
+def _run(scenario: Any, errpath: Path) -> str:
+    """Run a scenario against a server whose stderr goes to ``errpath``; that stderr (printed on failure)."""
+    with errpath.open("w", encoding="utf-8") as errlog:
+        try:
+            asyncio.run(asyncio.wait_for(scenario(errlog), TOTAL_TIMEOUT))
+        except BaseException:
+            errlog.flush()
+            print("server stderr:\n" + errpath.read_text(encoding="utf-8"), file=sys.stderr)
+            raise
+    return errpath.read_text(encoding="utf-8")
+
+
+async def _scenario(root: Path, fact_id: str, summary_id: str, errlog: Any) -> None:
+    from mcp import ClientSession, stdio_client
+
+    async with stdio_client(_server(root), errlog=errlog) as (read, write):
         async with ClientSession(read, write) as session:
             init = await asyncio.wait_for(session.initialize(), CALL_TIMEOUT)
             server_info = getattr(init, "server_info", None) or init.serverInfo
@@ -149,27 +167,16 @@ async def _scenario(root: Path, fact_id: str, summary_id: str, errlog: Any) -> N
 @pytest.mark.timeout(90)
 def test_mcp_server_over_stdio(small_vault: dict[str, Any], tmp_path: Path) -> None:
     pytest.importorskip("mcp")
-    errpath = tmp_path / "server.stderr"
-    with errpath.open("w", encoding="utf-8") as errlog:
-        try:
-            asyncio.run(asyncio.wait_for(
-                _scenario(small_vault["root"], small_vault["fact_id"], small_vault["summary_id"], errlog),
-                TOTAL_TIMEOUT,
-            ))
-        except BaseException:
-            errlog.flush()
-            print("server stderr:\n" + errpath.read_text(encoding="utf-8"), file=sys.stderr)
-            raise
+    _run(lambda errlog: _scenario(small_vault["root"], small_vault["fact_id"], small_vault["summary_id"], errlog),
+         tmp_path / "server.stderr")
 
 
 async def _other_backend_scenario(root: Path, fact_id: str, summary_id: str, errlog: Any) -> None:
-    from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp import ClientSession, stdio_client
 
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "vaultlcm", "--vault", str(root), "mcp"], cwd=str(root.parent),
-        env={**os.environ, "VAULTLCM_INDEX_BACKEND": "tantivy"},  # the index on disk is Whoosh's
-    )
-    async with stdio_client(params, errlog=errlog) as (read, write):
+    # The index on disk is Whoosh's.
+    server = _server(root, env={**os.environ, "VAULTLCM_INDEX_BACKEND": "tantivy"})
+    async with stdio_client(server, errlog=errlog) as (read, write):
         async with ClientSession(read, write) as session:
             await asyncio.wait_for(session.initialize(), CALL_TIMEOUT)
             found = await _call(session, "lcm_grep", {"pattern": "ZEBRA-4471"})
@@ -196,18 +203,8 @@ def test_mcp_server_beside_an_index_of_the_other_backend(small_vault: dict[str, 
     with Vault(root) as v:
         assert v.grep("ZEBRA-4471")["hits"]  # a Whoosh index on disk
     version = (root / ".vaultlcm" / "index" / "vaultlcm-index.json").read_text()
-    errpath = tmp_path / "server.stderr"
-    with errpath.open("w", encoding="utf-8") as errlog:
-        try:
-            asyncio.run(asyncio.wait_for(
-                _other_backend_scenario(root, small_vault["fact_id"], small_vault["summary_id"], errlog),
-                TOTAL_TIMEOUT,
-            ))
-        except BaseException:
-            errlog.flush()
-            print("server stderr:\n" + errpath.read_text(encoding="utf-8"), file=sys.stderr)
-            raise
-    err = errpath.read_text(encoding="utf-8")
+    err = _run(lambda errlog: _other_backend_scenario(root, small_vault["fact_id"], small_vault["summary_id"], errlog),
+               tmp_path / "server.stderr")
     assert err.count("searching is off until the index is switched") == 1, err
     assert "index catch-up postponed" not in err, err
     assert (root / ".vaultlcm" / "index" / "vaultlcm-index.json").read_text() == version
