@@ -24,11 +24,12 @@ from hypothesis import strategies as st
 
 from fakellm import FakeLLM, anthropic_problem, openai_problem
 from vaultlcm import Engine, Settings, Vault
+from vaultlcm import apiformat
 from vaultlcm.apiformat import image_size, image_tokens, message_turns
 from vaultlcm.assembly import run_cost, standalone_tokens, summary_item_cost
 from vaultlcm.cli import cli
 from vaultlcm.errors import BudgetTooSmallError, NotFoundError
-from vaultlcm.messages import Message
+from vaultlcm.messages import Message, message_from_native
 from vaultlcm.tokens import count_tokens
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -402,6 +403,25 @@ def test_a_result_the_render_drops_leaves_its_room_to_the_cut(tmp_path: Path, mo
     run_rules(tmp_path / "v", case["history"], Settings(**case["settings"]), case["budgets"], case["compaction"],
               case["format"])
 
+def test_a_result_without_its_call_is_shown_and_the_search_leaves_an_over_budget_plan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A history hypothesis found, minimized (kept in ``fixtures/regressions``): results whose call the
+    history does not hold. The render dropped them, so unfolding a leaf of one such result lost its
+    summary; and the room search stepped down a few tokens at a time from far above an over-budget
+    plan's size, ran out of steps on that plan, and the last resort dropped a whole summary."""
+    case = json.loads((Path(__file__).parent / "fixtures" / "regressions" / "assembly-unpaired-result.json").read_text())
+    monkeypatch.setitem(globals(), "event", lambda *args, **kwargs: None)
+    run_rules(tmp_path / "v", case["history"], Settings(**case["settings"]), case["budgets"], case["compaction"],
+              case["format"])
+    with Vault(tmp_path / "v", settings=Settings(**case["settings"])) as v:
+        ctx = v.assemble("c", case["budgets"][0])
+        assert ctx.estimated_tokens >= 0.95 * case["budgets"][0]
+        # every message is shown or under a summary shown, but the oldest (a condensed node and a leaf)
+        unpaired = [m for m in v.messages("c") if m.tool_result_ids and not m.tool_call_ids]
+        assert "whose call is not in this context" in json.dumps(ctx.messages)
+        assert len(ctx.omitted_ids) <= 2 and len(unpaired) >= 4
+
+
 def test_sixty_short_messages_keep_their_tail_and_stay_raw(tmp_path: Path) -> None:
     Vault.init(tmp_path).close()
     (tmp_path / "s.jsonl").write_text("\n".join(json.dumps(m) for m in short_session(60)))
@@ -641,6 +661,43 @@ def test_the_strict_fake_rejects_what_the_apis_reject(fmt: str, fake_llm: FakeLL
     assert len(fake_llm.rejected) == len(bad)
 
 
+@settings(max_examples=60, deadline=None)
+@given(history=histories(), gone=st.sets(st.integers(0, 39)), fmt=FORMATS)
+def test_every_result_reaches_the_api_with_its_call_or_as_text(history: list[dict[str, Any]], gone: set[int],
+                                                               fmt: str) -> None:
+    """Whatever a window leaves out (a call in a summary, a line never stored), every result is sent:
+    after its call, or as a marked user text; none is dropped, and the API accepts the records."""
+    kept_history = [m for i, m in enumerate(history) if i not in gone]
+    turns = [t for i, m in enumerate(kept_history) for t in message_turns(message_from_native(dict(m)), f"m{i}")]
+    system, records, kept = apiformat.render(fmt, turns)
+    assert {s for t in turns if t.blocks for s in t.sources} <= kept
+    sent = json.dumps(records, ensure_ascii=False)
+    for t in turns:
+        for b in t.blocks:
+            if b["type"] == "tool_result" and isinstance(b["content"], str) and b["content"].strip():
+                assert json.dumps(b["content"], ensure_ascii=False)[1:-1] in sent
+    if fmt == "anthropic":
+        body: dict[str, Any] = {"model": "m", "max_tokens": 16, "messages": records}
+        if system:
+            body["system"] = "\n\n".join(system)
+        problem = anthropic_problem(body) if records else None
+    else:
+        problem = openai_problem({"model": "m", "messages": records}) if records else None
+    assert problem is None, problem
+
+
+def test_a_result_without_its_call_keeps_its_error_flag_and_images() -> None:
+    result = Message(role="tool", content=[{"type": "tool_result", "call_id": "gone", "is_error": True, "content": [
+        {"type": "text", "text": "disk full"}, {"type": "image", "media_type": "image/png", "data": png(8, 8)}]}])
+    for fmt in ("anthropic", "openai"):
+        _, records, kept = apiformat.render(fmt, message_turns(result, "m-1"))
+        assert kept == {"m-1"} and [r["role"] for r in records] == ["user"]
+        blocks = records[0]["content"]
+        assert blocks[0] == {"type": "text", "text": "[result of tool call gone, whose call is not in this context; "
+                                                     "it reported an error]"}
+        assert blocks[1]["text"] == "disk full" and blocks[2]["type"] in ("image", "image_url")
+
+
 def test_stored_message_kinds_map_to_turns() -> None:
     m = Message(role="claude-code:summary", extra={"summary": "x"})
     assert message_turns(m, "m-1") == []
@@ -670,11 +727,14 @@ def test_repairs_make_a_transcript_the_apis_accept(tmp_path: Path) -> None:
         assert [b["id"] for b in call["content"]] == ["c_1", "c_1_2"]  # ids the API takes, made unique
         assert [b["tool_use_id"] for b in answer["content"][:2]] == ["c_1", "c_1_2"]
         assert "not in this context" in answer["content"][0]["content"]  # the first call's result never came
-        assert answer["content"][1]["content"] == "host 2 up" and answer["content"][2] == {"type": "text", "text": "And now?"}
-        assert "stray" not in json.dumps(a.messages) and ids[5] in a.omitted_ids  # a result without its call
+        assert answer["content"][1]["content"] == "host 2 up" and answer["content"][3] == {"type": "text", "text": "And now?"}
+        # A result without its call is shown as marked user text, where it stood: dropping it loses what it said.
+        assert answer["content"][2] == {"type": "text", "text": "[result of tool call zz, whose call is not in this context]\nstray"}
+        assert ids[5] in a.message_ids and ids[5] not in a.omitted_ids
         o = v.assemble("c", 5000, format="openai")
         assert openai_problem({"model": "m", "messages": o.messages}) is None
-        assert [m["role"] for m in o.messages] == ["system", "assistant", "user", "assistant", "tool", "tool", "user"]
+        assert [m["role"] for m in o.messages] == ["system", "assistant", "user", "assistant", "tool", "tool", "user", "user"]
+        assert o.messages[-2]["content"].endswith("this context]\nstray") and o.messages[-1]["content"] == "And now?"
 
 
 def test_status_describes_the_cut_at_the_configured_budget(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ one API:
   with its ``signature``, ``redacted_thinking``); OpenAI ``role``, ``content``,
   ``tool_calls``, ``tool_call_id``;
 * every tool call followed by its result (a synthetic "not kept in context"
-  result when the result is missing), results without their call dropped,
+  result when the result is missing), a result without its call shown as a
+  marked user text (:data:`UNPAIRED_RESULT`: its call lies in a summary, or the
+  transcript never held it; dropping it would lose what it says),
   duplicate call ids made unique, ids reduced to ``[A-Za-z0-9_-]``;
 * no empty message or empty text block; consecutive same-role messages merged
   for Anthropic, whose turns alternate; system text moved to the system
@@ -48,6 +50,8 @@ ANTHROPIC_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "imag
 #: Opens an Anthropic context whose first shown message is the assistant's (Bedrock and older API versions require a user turn first).
 CONTINUED = "[Earlier conversation not shown.]"
 MISSING_RESULT = "[result not in this context; lcm_grep {id} to find it]"
+#: The header of a result whose call is not in the context, shown as user text.
+UNPAIRED_RESULT = "[result of tool call {id}, whose call is not in this context{error}]"
 STUB_RESULT = (
     "[vaultlcm: tool result of {tokens:,} tokens left out to fit the budget; "
     "read it with lcm_expand {message} (message {message}, call {id})]"
@@ -279,13 +283,29 @@ def _unique_ids(turns: list[Turn]) -> None:
                 t.blocks[i] = {**b, "call_id": latest.get(b["call_id"], _ID_BAD.sub("_", b["call_id"]) or "call")}
 
 
+def _unpaired(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """A result whose call is not in the context, as user blocks: a marked header, then what it said."""
+    head = UNPAIRED_RESULT.format(id=block["call_id"], error="; it reported an error" if block.get("is_error") else "")
+    inner = block.get("content")
+    if isinstance(inner, list):
+        return [{"type": "text", "text": head}, *inner]
+    text = str(inner or "")
+    return [{"type": "text", "text": f"{head}\n{text}" if text.strip() else head}]
+
+
 def _pair(turns: list[Turn]) -> list[Turn]:
-    """Put each call's result right after it (synthetic when missing); drop results with no call."""
+    """Put each call's result right after it (synthetic when missing); results with no call become text."""
     out: list[Turn] = []
     taken: set[tuple[int, int]] = set()
     for i, t in enumerate(turns):
         if t.role == "tool":
-            continue  # results are placed with their call below; the rest are orphans
+            # Results were placed with their call (an earlier turn); what is left has no call before it.
+            # Its call may lie in a summary (a leaf can open with a result) or was never stored: as text
+            # the model still reads what the tool said, where dropping it would leave a hole in the history.
+            left = [b for k, b in enumerate(t.blocks) if (i, k) not in taken]
+            if left:
+                out.append(Turn("user", [part for b in left for part in _unpaired(b)], list(t.sources)))
+            continue
         out.append(t)
         calls = [b["id"] for b in t.blocks if b["type"] == "tool_call"] if t.role == "assistant" else []
         if not calls:

@@ -825,6 +825,9 @@ class Assembler:
             if size <= budget:
                 fits = room if fits is None else max(fits, room)
             else:
+                # Every room from what this plan uses up plans it again: step down from its size, not
+                # from a room far above it (the steps ran out on one plan, 3 tokens at a time).
+                room = min(room, cut.used)
                 over = room if over is None else min(over, room)
             if fits is not None and over is not None:
                 # Between a plan that fits and one that does not, halve the interval: stepping by the
@@ -849,10 +852,11 @@ class Assembler:
                 render: Callable[[Cut], AssembledContext]) -> AssembledContext:
         """Give the room a render left unused to the chosen cut's own items.
 
-        A plan counts every message it picks, but the render drops a result whose call is left
-        out (the repairs), so a plan can render well under the budget; a larger room does not
-        help, since it plans a different cut (older items first) that does not fit. Planned
-        again from the cut's items, with the room it left, the room unfolds them instead.
+        A plan adds up the sizes of single messages, but the render's repairs change the whole
+        (a merge, a missing result, a result whose call is not in the context shown as text), so a
+        plan can render well under the budget; a larger room does not help, since it plans a
+        different cut (older items first) that does not fit. Planned again from the cut's items,
+        with the room it left, the room unfolds them instead.
         """
         extra = budget - best.estimated_tokens
         for _ in range(_REFILLS):
@@ -942,10 +946,10 @@ class Assembler:
             turns.extend(apiformat.message_turns(hist.messages[item.id], item.id, stubs.get(item.id)))
         flush()
         system_parts, records, kept = apiformat.render(fmt, turns)
-        # A result whose call is not in the context is dropped by the repairs: it is left out.
-        orphans = {t.sources[0] for t in turns if t.sources and t.sources[0] not in kept}
+        # A message whose turns the repairs emptied (nothing left to send) is left out.
+        emptied = {t.sources[0] for t in turns if t.sources and t.sources[0] not in kept}
         omitted = [i.id for i in cut.omitted] + [r.id for r in (tail.dropped if tail else [])] + [
-            i.id for i in items if i.message is not None and i.id in orphans]
+            i.id for i in items if i.message is not None and i.id in emptied]
         summaries = [i.id for i in items if i.summary is not None]
         if with_system and (summaries or omitted or stubs):
             system_parts.append(SYSTEM_ADDITION)
@@ -956,7 +960,7 @@ class Assembler:
             budget=budget,
             system_prompt_addition=system,
             summary_ids=summaries,
-            message_ids=[i.id for i in items if i.message is not None and i.id not in orphans],
+            message_ids=[i.id for i in items if i.message is not None and i.id not in emptied],
             omitted_ids=omitted,
             format=fmt,
             _spans=lambda: describe_spans(Cut([hist.refresh(i) for i in cut.items], [hist.refresh(i) for i in cut.omitted]),
