@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, assume, example, given, settings as hsettings, strategies as st
 
 from agent_traffic import BILLING_FIX, CLAUDE_CODE, OPENAI_STYLE, assistant, call, items_from, result, user
 from vaultlcm.settings import Settings
@@ -316,6 +316,10 @@ def _check_structure(out: str, items: tuple[SourceItem, ...], target: int) -> No
 
 @hsettings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(records=transcripts(), target=st.integers(min_value=1, max_value=1500), aggressive=st.booleans())
+# Found by hypothesis: a message with no word to summarize got the fallback line, which had no link to its source.
+@example(records=[{"role": "user", "timestamp": "2026-11-02T10:00:00Z", "content": "\u0180\n" + "\u0b00" * 29 + "\n"
+                   + "\u0b00" * 15 + "0\n0:\x810\x81\xd80\n\u0802" + "\U00010000" * 4 + "0:0\x810\n\x81\xd8\u0802"
+                   + "\U00010000" * 4}], target=200, aggressive=False)
 def test_leaf_invariants(records: list[dict[str, Any]], target: int, aggressive: bool) -> None:
     items = items_from(records)
     request = SummaryRequest("c", 0, items, target)

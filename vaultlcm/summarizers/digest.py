@@ -71,6 +71,8 @@ class Draft:
     """Correction lines, kept verbatim whatever the budget."""
     fallback: str = ""
     """A line to say when no unit fits (never an empty summary for non-empty input)."""
+    fallback_link: str | None = None
+    """The source the fallback line links to (every line of a digest links to its source)."""
 
 
 def _line_text(units: list[Unit]) -> str:
@@ -202,7 +204,7 @@ def _fallback(draft: Draft, units: list[Unit], budget: int) -> str:
     text = best.text if best is not None else draft.fallback
     if not text:
         return ""
-    line = bullet(text, best.link if best is not None else None)
+    line = bullet(text, best.link if best is not None else draft.fallback_link)
     if count_tokens(line) <= budget:
         return line
     short = clip_words("- " + text, budget)

@@ -331,6 +331,7 @@ def condensed_draft(items: tuple[SourceItem, ...], depth: int) -> Draft:
                                 5 + newest))
     if not draft.units and items:
         draft.fallback = f"{len(items)} summaries"
+        draft.fallback_link = items[0].link
     return draft
 
 

@@ -158,6 +158,7 @@ def leaf_draft(items: tuple[SourceItem, ...]) -> Draft:
     if not draft.units and items:
         roles = ", ".join(dict.fromkeys((it.role or it.kind) for it in items))
         draft.fallback = f"{len(items)} message{'s' if len(items) != 1 else ''} ({roles}) without text to summarize"
+        draft.fallback_link = items[0].link
     return draft
 
 
