@@ -146,7 +146,8 @@ def output_texts(ctx: Any) -> list[str]:
 @st.composite
 def histories(draw: st.DrawFn, longest: int = 40) -> list[dict[str, Any]]:
     """Agent transcripts: text of any size and alphabet, tool loops (parallel, split, unanswered,
-    duplicate ids), thinking with and without signature, images, system and empty messages."""
+    duplicate ids), results without their call (late, repeated, or for a call never stored),
+    thinking with and without signature, images, system and empty messages."""
     n = draw(st.integers(1, longest))
     out: list[dict[str, Any]] = []
     call_no = 0
@@ -156,7 +157,7 @@ def histories(draw: st.DrawFn, longest: int = 40) -> list[dict[str, Any]]:
         return base + draw(st.sampled_from(ODD)) + draw(ANY_TEXT)
 
     for _ in range(n):
-        kind = draw(st.sampled_from("uuaatttwsie"))
+        kind = draw(st.sampled_from("uuaatttwsier"))
         size = draw(st.sampled_from([2, 10, 40, 120, 400]))
         ts = (T0 + timedelta(minutes=len(out))).strftime("%Y-%m-%dT%H:%M:%SZ")
         if kind == "u":
@@ -182,6 +183,10 @@ def histories(draw: st.DrawFn, longest: int = 40) -> list[dict[str, Any]]:
                     continue  # the result never came
                 out.append({"role": "tool", "timestamp": ts, "content": [
                     {"type": "tool_result", "call_id": c["id"], "content": words(size), "is_error": draw(st.booleans())}]})
+        elif kind == "r":  # a result whose call is not right before it: a late one, or its call was never stored
+            cid = draw(st.sampled_from([f"call_{max(1, call_no)}", f"call_{call_no + 1000}", "dup"]))
+            out.append({"role": "tool", "timestamp": ts, "content": [
+                {"type": "tool_result", "call_id": cid, "content": words(size), "is_error": draw(st.booleans())}]})
         elif kind == "s":
             out.append({"role": "system", "timestamp": ts, "content": words(5)})
         elif kind == "i":
