@@ -238,3 +238,51 @@ def test_the_refusal_is_one_line_from_the_installed_command(vault: Path) -> None
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.startswith("Error: the search index at ") and proc.stderr.count("\n") == 1, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# -- rebuilds nobody asked for are announced ------------------------------------------------------
+
+
+def test_an_index_an_older_version_wrote_is_rebuilt_with_one_note_on_stderr(vault: Path) -> None:
+    from vaultlcm.index.buffered import SCHEMA_VERSION
+
+    assert grep_ids(vault, "deploy")
+    meta_path = vault / ".vaultlcm" / "index" / "vaultlcm-index.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "schema_version": SCHEMA_VERSION - 1}))  # an upgrade changed the format
+    code, out, err = run(["--vault", str(vault), "grep", "deploy", "--json"])
+    assert code == 0 and json.loads(out)["hits"]
+    assert err.startswith("Note: the search index at ") and err.count("\n") == 1, err
+    assert f"schema version {SCHEMA_VERSION - 1}" in err and "rebuilding it from the files" in err
+    assert json.loads(meta_path.read_text())["schema_version"] == SCHEMA_VERSION
+    code, out, err = run(["--vault", str(vault), "grep", "deploy", "--json"])
+    assert code == 0 and json.loads(out)["hits"] and err == ""  # once rebuilt, nothing to say
+
+
+def test_the_library_hands_the_note_to_its_caller_and_never_prints(vault: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    meta_path = vault / ".vaultlcm" / "index" / "vaultlcm-index.json"
+    with Vault(vault) as v:
+        assert v.grep("deploy")["hits"]
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "analyzer": "porter-0"}))
+    with Vault(vault) as v:
+        assert v.grep("deploy")["hits"]
+    assert capsys.readouterr() == ("", "")
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "analyzer": "porter-0"}))
+    told: list[str] = []
+    with Vault(vault, notice=told.append) as v:
+        assert v.grep("deploy")["hits"] and v.grep("timeout")["hits"]
+    assert len(told) == 1 and "stemmer 'porter-0'" in told[0] and told[0].endswith("rebuilding it from the files")
+
+
+def test_a_deleted_index_of_a_large_vault_is_rebuilt_with_a_note(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "v"
+    with Vault.init(root, settings=Settings(background_compaction=False)) as v:
+        v.ingest("chat", [{"role": "user" if i % 2 == 0 else "assistant", "content": f"deploy step {i} on host-{i % 7}"}
+                          for i in range(2_100)])
+        assert v.grep("deploy")["total"] == 2_100
+    shutil.rmtree(root / ".vaultlcm" / "index")
+    code, out, err = run(["--vault", str(root), "grep", "deploy", "--json"])
+    assert code == 0 and json.loads(out)["total"] == 2_100
+    assert err == "Note: building the search index from the files (2,100 messages and summaries)\n", err

@@ -75,7 +75,8 @@ class Context:
         from . import Vault
 
         if self._vault is None:
-            self._vault = Vault(self.vault_path)
+            # On stderr: stdout is the answer (JSON, or the MCP protocol for `vaultlcm mcp`).
+            self._vault = Vault(self.vault_path, notice=lambda line: click.echo(f"Note: {line}", err=True))
         return self._vault
 
     def close(self) -> None:

@@ -125,6 +125,7 @@ class IndexKeeper:
         conversations: Callable[[], list[str]],
         sync: Callable[[str], None],
         redact: Callable[[str], str] | None = None,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
         self.layout = layout
         self.settings = settings
@@ -135,6 +136,9 @@ class IndexKeeper:
         self.sync = sync
         #: Applied to summary text before it is indexed: a person may paste a secret into a note.
         self.redact = redact
+        #: Told, in one line, before a rebuild nobody asked for (minutes at a million messages).
+        self.notice = notice
+        self._rebuild_told = False
         self._index: SearchIndex | None = None
         self._caught_up = False
         # What this process has put in the index, per conversation, so that writes made by
@@ -161,12 +165,21 @@ class IndexKeeper:
                 # Usable as it is by the other backend, and rebuilding it can take many minutes: the
                 # person who changed the setting decides (`reindex --backend` shows progress).
                 raise IndexBackendError(path, exc.found, backend) from None
-            except IndexUnavailable:
-                # Derived state: a damaged index is simply rebuilt from the files.
+            except IndexUnavailable as exc:
+                # Derived state: a damaged index (or one an older version wrote) is simply rebuilt from
+                # the files; the caller's person or log hears why the call takes long.
+                why = str(exc).split(" Rebuild it with")[0].rstrip(".")
+                self._tell(f"{why}; rebuilding it from the files")
                 shutil.rmtree(path, ignore_errors=True)
                 self._index = open_index(backend, path, reset=True, lock_timeout=1.0)
                 self._caught_up = False
         return self._index
+
+    def _tell(self, line: str) -> None:
+        """One notice per rebuild (the reason when the index was refused, else what is built)."""
+        if self.notice is not None and not self._rebuild_told:
+            self._rebuild_told = True
+            self.notice(line)
 
     def ready(self) -> SearchIndex:
         """The index, caught up with every file of the vault."""
@@ -289,8 +302,10 @@ class IndexKeeper:
         if len(missing) >= BULK_CATCH_UP and 2 * len(missing) >= index.count() - len(gone) + len(missing):
             # Mostly empty (a new or switched backend, a deleted index folder): the bulk path
             # builds it several times faster than upserts, and readers keep the old one meanwhile.
+            self._tell(f"building the search index from the files ({len(missing):,} messages and summaries)")
             count = index.rebuild(self.all_docs(), unique=True)
             self._caught_up = True
+            self._rebuild_told = False
             self._set_marks()
             return {"added": count, "removed": len(gone)}
         if gone:
@@ -310,6 +325,7 @@ class IndexKeeper:
                     index.add([self._summary_doc(row)])
                     added += 1
         self._caught_up = True
+        self._rebuild_told = False
         self._set_marks()
         return {"added": added, "removed": len(gone)}
 

@@ -60,7 +60,14 @@ class Vault:
         *,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], datetime] = _utcnow,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
+        """Open the vault at ``root``.
+
+        ``notice`` receives one line when a call is about to do long work nobody asked
+        for (the search index rebuilt from the files, e.g. after an upgrade changed its
+        format): the command line prints it on stderr; the library never prints.
+        """
         root_path = VaultLayout(Path(root).resolve()).require_vault().root
         self.environ = os.environ if environ is None else environ
         state, reason = choose_state_dir(root_path, self.environ)
@@ -80,7 +87,8 @@ class Vault:
         )
         self.dag = Dag(self.layout, self.catalog)
         self.indexer = IndexKeeper(self.layout, self.settings, self.catalog, self.log, self.dag,
-                                   conversations=self.conversations, sync=self.sync, redact=self._redact_text)
+                                   conversations=self.conversations, sync=self.sync, redact=self._redact_text,
+                                   notice=notice)
         self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
         self.assembler = Assembler(self.log, self.dag, self.settings)
         self._lock = threading.RLock()
