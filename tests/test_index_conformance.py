@@ -19,7 +19,7 @@ from vaultlcm.errors import IndexError_, UsageError
 from vaultlcm.index import open_index
 from vaultlcm.index.base import IndexDoc, IndexLocked, IndexOtherBackend, IndexUnavailable, SearchIndex
 from vaultlcm.index.buffered import VERSION_FILE
-from vaultlcm.index.query import parse_query
+from vaultlcm.index.query import parse_query, related_forms
 
 BACKENDS = ["whoosh", "tantivy"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,6 +144,24 @@ def test_parse_query_is_backend_neutral() -> None:
     pq = parse_query('src/app.py "a b" x*')
     assert len(pq.clauses) == 3
     assert "src/app.py" in pq.terms and "x" in pq.prefixes
+
+
+@pytest.mark.parametrize("query, forms", [
+    ("formatter", "format*"), ("parsers", "pars*"), ("logger", "log*"), ("Validator", "validat*"),
+    ("which formatter do we use", "which format* do we use"),
+    ("user", None), ("after", None), ('"formatter"', None), ("src/app.py", None), ("format*", None), ("x", None),
+])
+def test_related_forms_turn_a_doer_into_its_root(query: str, forms: str | None) -> None:
+    assert related_forms(query) == forms
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_related_forms_of_any_text(query: str) -> None:
+    forms = related_forms(query)
+    if forms is not None:  # only words change: the query keeps its clauses, and a second pass changes nothing
+        assert len(parse_query(forms).clauses) == len(parse_query(query).clauses)
+        assert related_forms(forms) is None
 
 
 # ------------------------------------------------------------------------ analysis

@@ -197,6 +197,29 @@ def test_cli_and_tool_say_which_hits_have_some_words(ops: tuple[Path, list[str]]
         eng.dispose()
 
 
+def test_a_doer_s_name_finds_the_verb_the_text_uses(ops: tuple[Path, list[str]]) -> None:
+    root, _ = ops
+    with Vault(root) as v:
+        r = v.grep("formatter", conversation="ops")
+        assert r["related_forms"] == "format*" and r["total"] >= 1 and r["hits"]
+        assert all("format" in h["snippet"].lower() for h in r["hits"])
+        assert "related_forms" not in v.grep("format", conversation="ops")  # found as written: as before
+        assert v.grep("formatter", conversation="ops", count=True)["total"] == 0  # a count counts what was asked
+        nothing = v.grep("zyxwvutser", conversation="ops")  # its root matches nothing either
+        assert nothing["total"] == 0 and "related_forms" not in nothing
+    out = run(root, "grep", "formatter", "-c", "ops")
+    assert out.exit_code == 0 and out.stdout.strip()
+    assert "Nothing has the words as written; these hits match format* instead." in out.stderr
+    assert run(root, "grep", "zyxwvutser", "-c", "ops").exit_code == 1
+    eng = Engine(root, "ops")
+    eng.bootstrap()
+    try:
+        first = eng.call_tool("lcm_grep", {"pattern": "formatter"}).splitlines()[0]
+        assert first.startswith("nothing has the words as written; ") and " matches of format* " in first
+    finally:
+        eng.dispose()
+
+
 # -- grep: counting and paging -------------------------------------------------------------
 
 

@@ -360,8 +360,9 @@ def grep(obj: Context, pattern: str, conversation: str | None, use_regex: bool, 
 
     Each hit line gives its time (UTC), id, role, the summary covering it and the node shown
     in its place in the model's context. When few messages have every word, they come newest
-    first, then the summaries, then messages with some of the words (each says which). Exits 1
-    when nothing has every word, like grep.
+    first, then the summaries, then messages with some of the words (each says which). When
+    nothing has the words as written, a word naming a doer is tried as the prefix of its root
+    (formatter: format*), and the output says so. Exits 1 when nothing matches, like grep.
     """
     from .tools import count_lines, hit_line, page_line
 
@@ -373,6 +374,9 @@ def grep(obj: Context, pattern: str, conversation: str | None, use_regex: bool, 
     elif count_only:
         click.echo("\n".join(count_lines({**result, "partial": False})))
     else:
+        if result.get("related_forms"):
+            click.echo(f"Nothing has the words as written; these hits match {result['related_forms']} instead.",
+                       err=True)
         if result.get("relaxed") and result["hits"]:
             click.echo(f"{result['total']} hits have every word; the {result['some_words']} others have some "
                        "of them (they say which).", err=True)

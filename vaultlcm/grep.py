@@ -53,6 +53,7 @@ from .errors import UsageError
 from .fsutil import read_file
 from .index.base import SORTS
 from .index.buffered import day_of
+from .index.query import related_forms
 from .messages import epoch_seconds
 from .ranking import RERANK, interleave, plan_page, rank_summaries, ranked_page
 from .recall import ContextView, Placer, iso_time, scope_kind
@@ -193,6 +194,9 @@ class GrepResult:
     #: documents with some of the words (most words first).
     relaxed: bool = False
     some_words: int = 0
+    #: Nothing matched the words as written: the hits match this query of related forms instead
+    #: (``formatter`` -> ``format*``; see :func:`vaultlcm.index.query.related_forms`).
+    related_forms: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         end = self.offset + len(self.hits)
@@ -213,6 +217,8 @@ class GrepResult:
         if self.relaxed:
             out["relaxed"] = True
             out["some_words"] = self.some_words
+        if self.related_forms is not None:
+            out["related_forms"] = self.related_forms
         return out
 
 
@@ -261,6 +267,26 @@ def grep(
         c = index.count_matches(pattern, per_day=True, **where)
         counts = Counts(c.total, c.by_kind.get("message", 0), c.by_kind.get("summary", 0), c.per_day)
         return GrepResult([], c.total, offset, limit, sort, counts=counts)
+    found, total, by_kind, some = _search(history, index, pattern, kind, where, limit, offset, sort)
+    forms = None
+    if not total and not some and (alt := related_forms(pattern)) is not None:
+        # Nothing holds the words as written; a doer's name ("formatter") often stands where the
+        # text has the verb ("format with ruff"), which the stemmer does not join. Said so in the result.
+        other = _search(history, index, alt, kind, where, limit, offset, sort)
+        if other[1] or other[3]:
+            (found, total, by_kind, some), pattern, forms = other, alt, alt
+    every = _labels(pattern) if some else None  # the hits from the search with every word say so
+    hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq,
+                matched=(h.matched if h.matched is not None else every) if some else None) for h in found]
+    _place(history, hits, view)
+    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind), relaxed=some > 0, some_words=some,
+                      related_forms=forms)
+
+
+def _search(history: "History", index: Any, pattern: str, kind: str | None, where: dict[str, Any], limit: int,
+            offset: int, sort: str) -> tuple[list[Any], int, dict[str, int], int]:
+    """One page of an index search: its hits, the total with every word, that total by kind, and how
+    many hits with some of the words follow (see :func:`_few`)."""
     if sort == "relevance" and kind is None:  # both kinds: each ranked on its own, then mixed
         c = index.count_matches(pattern, **where)
         total, by_kind = c.total, {k: c.by_kind.get(k, 0) for k in ("message", "summary")}
@@ -274,11 +300,7 @@ def grep(
     some = 0
     if sort == "relevance" and kind != "summary" and by_kind["message"] < RELAX_BELOW:
         found, some = _few(index, pattern, found, total, by_kind, offset, limit, where)
-    every = _labels(pattern) if some else None  # the hits from the search with every word say so
-    hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq,
-                matched=(h.matched if h.matched is not None else every) if some else None) for h in found]
-    _place(history, hits, view)
-    return GrepResult(hits, total, offset, limit, sort, by_kind=_plural(by_kind), relaxed=some > 0, some_words=some)
+    return found, total, by_kind, some
 
 
 Fetch = Callable[[int, int], list[Any]]

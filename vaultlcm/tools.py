@@ -29,7 +29,9 @@ TOOLS: list[dict[str, Any]] = [
             "retries/retry); identifiers (LEDG-482, src/app.py, v2.14.1, compute_due_date, "
             "call_0042) match exactly; use \"quoted phrases\" for exact wording, prefix*, or regex=true. When few "
             "messages have every word, they come newest first, then the summaries, then messages with some of "
-            "the words (most first; those hits say which they have). When many match, every third hit from the "
+            "the words (most first; those hits say which they have). When nothing has the words as written, a "
+            "word naming a doer is tried as its root (formatter: format*), and the first line says so. "
+            "When many match, every third hit from the "
             "second is a summary, shown at its best line (summaries mark a changed value `new (was old)`). "
             "Each hit line starts "
             "with its time (UTC), then id, role, the summary covering it and the node that stands for it in "
@@ -173,6 +175,8 @@ def page_line(r: dict[str, Any]) -> str:
     n = len(r["hits"])
     first = r["offset"] + 1
     line = f"{r['total']} matches (sort {r['sort']})"
+    if r.get("related_forms"):
+        line = f"nothing has the words as written; {r['total']} matches of {r['related_forms']} (sort {r['sort']})"
     if r.get("relaxed"):
         line += f"; {r['some_words']} more hits have some of the words (listed after, most words first)"
     if n:

@@ -462,6 +462,37 @@ def parse_query(query: str) -> ParsedQuery:
     return ParsedQuery(tuple(clauses), frozenset(all_terms), tuple(all_prefixes), tuple(hints), tuple(parts))
 
 
+#: A plain word naming a doer or a tool (formatter, parser, logger, validator): the stemmer keeps its
+#: ending, so it never meets the verb the text uses (format, parsing, logged).
+_DOER = re.compile(r"(?:er|or)s?$")
+
+
+def related_forms(query: str) -> str | None:
+    """``query`` with each plain word naming a doer turned into a prefix of its root, or None.
+
+    ``formatter`` -> ``format*``, ``parsers`` -> ``pars*``, ``logger`` -> ``log*``
+    (a doubled last consonant is undoubled); quoted phrases, identifiers, prefixes,
+    words under six letters and words whose root would be shorter than 3 letters
+    stay as written. What grep tries when the words as written match nothing.
+    """
+    out: list[str] = []
+    changed = False
+    for m in _QUERY_PART.finditer(query or ""):
+        word = m.group(2)
+        # Six letters at least: "after", "never", "order" end so too and name no doer.
+        if word is not None and len(word) >= 6 and word.isalpha() and word.isascii() and (
+                cut := _DOER.search(word.lower())):
+            root = word.lower()[: cut.start()]
+            if len(root) >= 2 and root[-1] == root[-2] and root[-1] not in "aeiou":
+                root = root[:-1]
+            if len(root) >= 3:
+                out.append(root + "*")
+                changed = True
+                continue
+        out.append(m.group())
+    return " ".join(out) if changed else None
+
+
 def matched_words(text: str, pq: ParsedQuery) -> tuple[str, ...]:
     """The clauses of ``pq`` (as the user wrote them) that ``text`` holds a token of.
 
