@@ -34,6 +34,12 @@ themselves. ``total``,
 ``by_kind`` and ``count`` always count the documents with every word; paging
 runs on through the relaxed hits. Common queries (many documents with every
 word) never pay for the second search.
+
+When nothing has the words as written (not even some of them), a plain word
+naming a doer is tried as the prefix of its root (``formatter`` -> ``format*``,
+:func:`vaultlcm.index.query.related_forms`): the stemmer keeps such endings, so
+"which formatter" never met "format with ruff". The result names the query it
+answered (``related_forms``); ``count`` always counts the words as written.
 """
 
 from __future__ import annotations
