@@ -13,6 +13,7 @@ import re
 
 from hypothesis import example, given, settings as hsettings, strategies as st
 
+from test_digest_speed import _split_the_long_way
 from vaultlcm.summarizers import facts, phrases
 
 _I = re.IGNORECASE
@@ -99,8 +100,6 @@ def test_numbers_with_units_open_with_their_class_as_before(text: str) -> None:
 
 
 def _split_searching_whole_sentences(line: str) -> list[str]:
-    from test_digest_speed import _split_the_long_way
-
     return _split_the_long_way(line, OLD_SENTENCE_END)
 
 
