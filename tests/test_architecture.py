@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "vaultlcm"
 ABOVE_VAULT = {"vault", "engine", "cli", "mcp_server", "claude_code", "tools", "sample", "__init__"}
 #: The parts and helpers the CLI must reach only through the Vault.
 PARTS = {"catalog", "catalog_db", "catalog_schema", "dag", "msglog", "logcodec", "indexing", "index_builder", "compaction",
-         "assembly", "cut", "summary_notes", "just_written", "relations", "upkeep", "doctor", "home", "bases",
+         "assembly", "cut", "tail", "summary_notes", "just_written", "relations", "upkeep", "doctor", "home", "bases",
          "history", "recall", "grep", "expand", "ask", "index"}
 
 

@@ -42,7 +42,7 @@ from datetime import datetime
 
 from filelock import FileLock, Timeout
 
-from .assembly import find_tail
+from .tail import find_tail
 from .catalog import MessageRow
 from .dag import ActiveItem, Dag, SummaryRow
 from .errors import LockTimeoutError, SummarizerError, ValidationProblem
