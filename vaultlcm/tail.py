@@ -112,6 +112,7 @@ def _answers(rows: list[MessageRow], i: int, hist: Sizes) -> list[int]:
     calls = set(hist.messages[rows[i].id].tool_call_ids)
     return [j for j in range(i + 1, len(rows)) if calls & set(hist.messages[rows[j].id].tool_result_ids)]
 
+
 def _group_start(rows: list[MessageRow], hist: Sizes) -> int:
     """Where the newest message and the calls its results answer begin."""
     start = len(rows) - 1
@@ -122,6 +123,7 @@ def _group_start(rows: list[MessageRow], hist: Sizes) -> int:
         open_results.difference_update(msg.tool_call_ids)
         open_results.update(msg.tool_result_ids)
     return start
+
 
 def fit_tail(conv: str, budget: int, tail: Tail, hist: Sizes) -> int:
     """Make the tail fit ``budget`` (shrink, then stubs, then drop); returns its cost.
