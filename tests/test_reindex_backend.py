@@ -274,6 +274,18 @@ def test_the_library_hands_the_note_to_its_caller_and_never_prints(vault: Path, 
     assert len(told) == 1 and "stemmer 'porter-0'" in told[0] and told[0].endswith("rebuilding it from the files")
 
 
+def test_an_engine_hands_the_note_to_its_caller(vault: Path) -> None:
+    from vaultlcm import Engine
+
+    meta_path = vault / ".vaultlcm" / "index" / "vaultlcm-index.json"
+    assert grep_ids(vault, "deploy")
+    meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "schema_version": 1}))
+    told: list[str] = []
+    with Engine(vault, "chat", settings=Settings(background_compaction=False), notice=told.append) as engine:
+        assert "deploy" in engine.call_tool("lcm_grep", {"pattern": "deploy"})
+    assert len(told) == 1 and "schema version 1" in told[0]
+
+
 def test_a_deleted_index_of_a_large_vault_is_rebuilt_with_a_note(tmp_path: Path) -> None:
     import shutil
 

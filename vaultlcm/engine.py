@@ -25,7 +25,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,7 +86,10 @@ class Engine:
         max_depth: int = 2,
         token_cap: int | None = None,
         watch: bool = False,
+        notice: Callable[[str], None] | None = None,
     ) -> None:
+        """``notice`` gets one line before long work nobody asked for (see :class:`Vault`), when
+        the engine opens the vault itself; a :class:`Vault` passed in keeps its own."""
         self.conversation = validate_conversation_name(conversation)
         if isinstance(vault, Vault):
             self.vault, self._owns_vault = vault, False
@@ -94,7 +97,7 @@ class Engine:
             root = Path(vault)
             if not (root / "vaultlcm.toml").exists():
                 Vault.init(root, settings=settings, environ=environ).close()
-            self.vault, self._owns_vault = Vault(root, settings=settings, environ=environ), True
+            self.vault, self._owns_vault = Vault(root, settings=settings, environ=environ, notice=notice), True
         self.settings = self.vault.settings
         self.token_budget = token_budget or self.settings.context_budget_tokens
         self.depth = depth
