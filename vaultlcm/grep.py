@@ -279,7 +279,8 @@ def grep(
         # Nothing holds the words as written; a doer's name ("formatter") often stands where the
         # text has the verb ("format with ruff"), which the stemmer does not join. Said so in the result.
         other = _search(history, index, alt, kind, where, limit, offset, sort)
-        if other[1] or other[3]:
+        _, other_total, _, other_some = other
+        if other_total or other_some:
             (found, total, by_kind, some), pattern, forms = other, alt, alt
     every = _labels(pattern) if some else None  # the hits from the search with every word say so
     hits = [Hit(h.id, h.kind, h.conversation, h.snippet, h.at, h.score, h.role, h.depth, h.seq,
