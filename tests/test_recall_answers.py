@@ -485,7 +485,9 @@ def test_regex_time_limit_holds(tmp_path: Path) -> None:
         out = v.grep(r"(a+)+$", regex=True)
         spent = time.monotonic() - t0
         assert out.get("partial") is True
-        assert spent < limit + 1.0, f"the scan ran {spent:.2f} s past a {limit} s limit"
+        # Each of the 40 rows backtracks without end, so a limit applied per row (40 s) or only between
+        # rows (never) overshoots by far more than this margin, which a loaded CI host needs.
+        assert spent < limit + 10.0, f"the scan ran {spent:.2f} s past a {limit} s limit"
         done = v.grep("last word", regex=True)
         assert done["total"] == 1 and "partial" not in done
         assert v.grep("a{3}!", regex=True, count=True)["total"] == 40
