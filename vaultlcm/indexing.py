@@ -168,7 +168,7 @@ class IndexKeeper:
             except IndexUnavailable as exc:
                 # Derived state: a damaged index (or one an older version wrote) is simply rebuilt from
                 # the files; the caller's person or log hears why the call takes long.
-                why = " ".join(str(exc).split(" Rebuild it with")[0].split()).rstrip(".")  # one line
+                why = " ".join(exc.reason.split()).rstrip(".")  # one line
                 self._tell(f"{why}; rebuilding it from the files")
                 shutil.rmtree(path, ignore_errors=True)
                 self._index = open_index(backend, path, reset=True, lock_timeout=1.0)

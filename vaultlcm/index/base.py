@@ -109,15 +109,20 @@ class IndexUnavailable(IndexError_):
     """The index directory cannot be used (corrupt, wrong version, missing files).
 
     The caller should rebuild it: ``open_index(backend, path, reset=True)`` then
-    :meth:`SearchIndex.rebuild`.
+    :meth:`SearchIndex.rebuild`. ``reason`` is what is wrong, without the advice
+    the message ends with (``fix``), for a caller that rebuilds on its own.
     """
+
+    def __init__(self, reason: str, fix: str = "Rebuild it with `vaultlcm reindex`.") -> None:
+        super().__init__(f"{reason}. {fix}" if fix else reason)
+        self.reason = reason
 
 
 class IndexOtherBackend(IndexUnavailable):
     """The directory holds a complete index of the other backend (``found``), usable by it as it is."""
 
     def __init__(self, message: str, found: str) -> None:
-        super().__init__(message)
+        super().__init__(message, fix="")
         self.found = found
 
 

@@ -214,13 +214,13 @@ class BufferedIndex(SearchIndex):
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise IndexUnavailable(f"cannot read {vf}: {exc}. Rebuild it with `vaultlcm reindex`.") from exc
+            raise IndexUnavailable(f"cannot read {vf}: {exc}") from exc
         try:
             meta = json.loads(raw)
         except ValueError:
             meta = None
         if not isinstance(meta, dict):
-            raise IndexUnavailable(f"{vf} is not valid JSON. Rebuild the index with `vaultlcm reindex`.")
+            raise IndexUnavailable(f"{vf} is not valid JSON")
         return meta
 
     def _open_or_create(self) -> None:
@@ -230,8 +230,7 @@ class BufferedIndex(SearchIndex):
             if others:
                 raise IndexUnavailable(
                     f"{self.path} holds files ({', '.join(sorted(others)[:3])}...) but no {VERSION_FILE}: "
-                    "not a vaultlcm index, or one whose creation was interrupted. "
-                    "Rebuild it with `vaultlcm reindex`."
+                    "not a vaultlcm index, or one whose creation was interrupted"
                 )
             if not self.writable:
                 # Another process holds the lock and is creating the index right now.
@@ -260,13 +259,12 @@ class BufferedIndex(SearchIndex):
         if meta.get("schema_version") != SCHEMA_VERSION or meta.get("backend") != self.backend:
             raise IndexUnavailable(
                 f"the search index at {self.path} is {meta.get('backend')!r} schema version "
-                f"{meta.get('schema_version')!r}; this vaultlcm needs {self.backend!r} version {SCHEMA_VERSION}. "
-                "Rebuild it with `vaultlcm reindex`."
+                f"{meta.get('schema_version')!r}; this vaultlcm needs {self.backend!r} version {SCHEMA_VERSION}"
             )
         if meta.get("analyzer") != stemmer_name():
             raise IndexUnavailable(
                 f"the search index at {self.path} was built with the stemmer {meta.get('analyzer')!r}; "
-                f"this vaultlcm stems with {stemmer_name()!r}. Rebuild it with `vaultlcm reindex`."
+                f"this vaultlcm stems with {stemmer_name()!r}"
             )
         self._guard(self._n_open, "open")
 
@@ -281,7 +279,7 @@ class BufferedIndex(SearchIndex):
         except BaseException as exc:
             raise IndexUnavailable(
                 f"the {self.backend} search index at {self.path} failed to {what} "
-                f"({type(exc).__name__}: {exc}). Rebuild it with `vaultlcm reindex`."
+                f"({type(exc).__name__}: {exc})"
             ) from exc
 
     def _ensure_writer(self) -> None:
