@@ -28,14 +28,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_scale  # noqa: E402
-from common import percentile  # noqa: E402
+from common import code_trees, percentile, run_in_tree  # noqa: E402
 
 CHILD = """
     import hashlib, json, sys, time
@@ -57,13 +56,6 @@ CHILD = """
 """
 
 
-def tree_env(code: Path, backend: str | None) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(code)}
-    if backend:
-        env["VAULTLCM_INDEX_BACKEND"] = backend
-    return env
-
-
 def index_backend(vault: Path) -> str | None:
     try:
         return str(json.loads((vault / ".vaultlcm" / "index" / "vaultlcm-index.json").read_text())["backend"])
@@ -73,16 +65,8 @@ def index_backend(vault: Path) -> str | None:
 
 def run_tree(code: Path, vault: Path, work: Path, passes: int, backend: str | None) -> dict[str, Any]:
     queries = bench_scale.QUERIES_WORDS + bench_scale.QUERIES_IDS
-    # From the work folder: ``python -c`` puts the current folder first on sys.path, before
-    # PYTHONPATH, and a vaultlcm package there would be measured instead of the tree.
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), str(vault), str(passes), json.dumps(queries)],
-                          capture_output=True, text=True, check=False, cwd=work, env=tree_env(code, backend))
-    if proc.returncode != 0 or "Exception in thread" in proc.stderr:
-        raise RuntimeError(f"benchmark child ({code}) failed:\n{proc.stderr[-3000:]}")
-    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    if not Path(out["vaultlcm"]).resolve().is_relative_to(code.resolve()):
-        raise RuntimeError(f"the child imported {out['vaultlcm']}, not the tree {code}")
-    return out
+    return run_in_tree(code, CHILD, [str(vault), str(passes), json.dumps(queries)], cwd=work,
+                       env={"VAULTLCM_INDEX_BACKEND": backend} if backend else None)
 
 
 def figures(run: dict[str, Any]) -> dict[str, Any]:
@@ -101,14 +85,7 @@ def main() -> int:
                     help="the index backend to grep with (default: the build's setting)")
     ap.add_argument("--out", type=Path, default=None, help="write every run and the medians here (JSON)")
     args = ap.parse_args()
-    trees: list[tuple[str, Path]] = []
-    for spec in args.code:
-        name, _, path = spec.partition("=")
-        if not path or not (Path(path) / "vaultlcm" / "__init__.py").is_file():
-            ap.error(f"--code {spec!r}: expected NAME=PATH, PATH holding the vaultlcm package")
-        trees.append((name, Path(path)))
-    if len(trees) < 2:
-        ap.error("give at least two --code trees")
+    trees = code_trees(ap, args.code)
 
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
     with tempfile.TemporaryDirectory(prefix="grep-ab-") as tmp:
@@ -116,7 +93,7 @@ def main() -> int:
         copy = work / "vault"
         subprocess.run(["cp", "-a", str(args.vault), str(copy)], check=True)
         if args.backend and index_backend(copy) != args.backend:
-            env = tree_env(trees[0][1], None)
+            env = {**os.environ, "PYTHONPATH": str(trees[0][1])}
             env.pop("VAULTLCM_INDEX_BACKEND", None)  # reindex --backend refuses an override it cannot record
             subprocess.run([sys.executable, "-m", "vaultlcm", "--vault", str(copy), "reindex", "--backend", args.backend,
                             "--quiet"], check=True, cwd=work, env=env, stdout=subprocess.DEVNULL)

@@ -27,14 +27,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_scale  # noqa: E402
-from common import percentile  # noqa: E402
+from common import code_trees, percentile, run_in_tree  # noqa: E402
 
 #: (module, attribute path, label): what ``--stages`` times, where the code tree has it.
 STAGES = [
@@ -115,19 +114,8 @@ def run_tree(code: Path, vault: Path, work: Path, calls: int, stages: bool, slow
     shutil.rmtree(copy, ignore_errors=True)
     subprocess.run(["cp", "-a", str(vault), str(copy)], check=True)
     try:
-        # Run from the work folder: ``python -c`` puts the current folder first on sys.path, before
-        # PYTHONPATH, and a vaultlcm package there would be measured instead of the tree.
-        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), str(copy), str(calls),
-                               json.dumps(STAGES if stages or slowest else []), str(slowest)],
-                              capture_output=True, text=True, check=False,
-                              cwd=work, env={**os.environ, "PYTHONPATH": str(code)})
-        if proc.returncode != 0 or "Exception in thread" in proc.stderr:
-            # A thread that died (a timed function wrapped wrongly killed the checkpointer once, and
-            # the run measured a catalog without it) must not pass for a measurement.
-            raise RuntimeError(f"benchmark child ({code}) failed:\n{proc.stderr[-3000:]}")
-        out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-        if not Path(out["vaultlcm"]).resolve().is_relative_to(code.resolve()):
-            raise RuntimeError(f"the child imported {out['vaultlcm']}, not the tree {code}")
+        out = run_in_tree(code, CHILD, [str(copy), str(calls), json.dumps(STAGES if stages or slowest else []),
+                                        str(slowest)], cwd=work)
     finally:
         shutil.rmtree(copy, ignore_errors=True)
     return out
@@ -164,7 +152,7 @@ def main() -> int:
                          "pauses and how long a catalog checkpoint (on its own thread) overlapped them")
     ap.add_argument("--out", type=Path, default=None, help="write every run and the medians here (JSON)")
     args = ap.parse_args()
-    trees = dict(c.split("=", 1) for c in args.code)
+    trees = dict(code_trees(ap, args.code))
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in [*trees, "fts5"]}
     with tempfile.TemporaryDirectory(prefix="bench-ingest-ab-") as tmp:
         work = Path(tmp)
@@ -172,7 +160,7 @@ def main() -> int:
             names = list(trees) if r % 2 == 0 else list(reversed(trees))
             for name in [*names, "fts5"]:
                 run = (run_fts5(args.fts5, work, args.calls) if name == "fts5"
-                       else run_tree(Path(trees[name]).resolve(), args.vault, work, args.calls, args.stages, args.slowest))
+                       else run_tree(trees[name], args.vault, work, args.calls, args.stages, args.slowest))
                 row = figures(run)
                 runs[name].append(row)
                 stages = "  " + json.dumps({k: round(v) for k, v in sorted(row["stages_us"].items())}) \

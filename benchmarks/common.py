@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import random
+import subprocess
+import sys
+import textwrap
 import statistics
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 WORDS = (
@@ -85,3 +91,38 @@ def dump_json(path: str | None, data: Any) -> None:
     if path:
         with open(path, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=2)
+
+
+def code_trees(ap: argparse.ArgumentParser, specs: list[str]) -> list[tuple[str, Path]]:
+    """``--code NAME=PATH`` arguments of an A/B benchmark: two or more trees, each holding the vaultlcm package."""
+    trees: list[tuple[str, Path]] = []
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        if not name or not path or not (Path(path) / "vaultlcm" / "__init__.py").is_file():
+            ap.error(f"--code {spec!r}: expected NAME=PATH, PATH holding the vaultlcm package")
+        trees.append((name, Path(path).resolve()))
+    if len(trees) < 2:
+        ap.error("give at least two --code trees")
+    if len({name for name, _ in trees}) < len(trees):
+        ap.error("give each --code tree its own name")
+    return trees
+
+
+def run_in_tree(code: Path, child: str, args: list[str], *, cwd: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``child`` (Python source printing one JSON object last, with ``vaultlcm``: the module's file)
+    in a fresh interpreter importing vaultlcm from ``code``; returns that object.
+
+    Raises ``RuntimeError`` when the child fails, a thread of it died (a measurement without, say, the
+    catalog's checkpointer is not one), or it imported vaultlcm from anywhere but ``code``.
+    """
+    # ``cwd`` must not hold a vaultlcm package: ``python -c`` puts the current folder first on sys.path,
+    # before PYTHONPATH, and that package would be measured instead of the tree.
+    environ = {**os.environ, **(env or {}), "PYTHONPATH": str(code)}
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(child), *args], capture_output=True, text=True,
+                          check=False, cwd=cwd, env=environ)
+    if proc.returncode != 0 or "Exception in thread" in proc.stderr:
+        raise RuntimeError(f"benchmark child ({code}) failed:\n{proc.stderr[-3000:]}")
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not Path(out["vaultlcm"]).resolve().is_relative_to(code.resolve()):
+        raise RuntimeError(f"the child imported {out['vaultlcm']}, not the tree {code}")
+    return out
