@@ -151,3 +151,26 @@ def test_marks_of_the_earlier_kind_are_compared_once_then_trusted(tmp_path: Path
     with Vault(tmp_path) as v:
         assert v.grep("step 43")["hits"]
         assert full_compares == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_doctor_suggests_tantivy_only_for_a_large_whoosh_index(
+        tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vaultlcm.doctor as doctor
+
+    make_vault(tmp_path, backend)
+    with Vault(tmp_path) as v:
+        documents = v.indexer.open().count()
+        assert "index_backend_slow" not in {n["kind"] for n in v.doctor()["notes"]}  # 90 messages: no advice
+        # The threshold as a vault of this size would meet it (building 25,000 documents here costs minutes).
+        monkeypatch.setattr(doctor, "WHOOSH_ADVISED_MAX", documents)
+        report = v.doctor()
+    notes = {n["kind"]: n["detail"] for n in report["notes"]}
+    if backend == "tantivy":
+        assert "index_backend_slow" not in notes
+        return
+    advice = notes["index_backend_slow"]
+    assert f"holds {documents:,} documents" in advice and "`vaultlcm reindex --backend tantivy`" in advice
+    # The install step is named only when tantivy is missing here.
+    assert ("vaultlcm[tantivy]" in advice) is (not doctor.backend_installed("tantivy"))
+    assert report["clean"], "advice is a note: doctor still exits 0"

@@ -14,6 +14,7 @@ when an index is opened, so importing this package stays cheap. The modules:
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,18 @@ __all__ = [
     "MatchCount",
     "SearchHit",
     "SearchIndex",
+    "backend_installed",
     "open_index",
 ]
+
+#: The module each backend needs (whoosh-reloaded keeps the ``whoosh`` name).
+_MODULES = {"whoosh": "whoosh", "tantivy": "tantivy"}
+
+
+def backend_installed(backend: str) -> bool:
+    """Whether ``backend``'s library can be imported here (without importing it)."""
+    module = _MODULES.get(backend)
+    return module is not None and find_spec(module) is not None
 
 
 def open_index(
