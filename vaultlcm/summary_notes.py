@@ -282,13 +282,79 @@ def note_body(generated: str) -> str:
     return generated.rstrip("\n") + "\n"
 
 
+#: A frontmatter line as :func:`render_note` writes it: a field with a plain quoted string, a whole
+#: number, a boolean, or nothing (a list's items follow); and a list item.
+_FAST_FIELD = re.compile(r'([a-z_0-9]+):(?: "([ !#-\[\]-~]*)"| (-?(?:0|[1-9][0-9]*))| (true|false))?')
+_FAST_ITEM = re.compile(r'  - "([ !#-\[\]-~]*)"')
+_FIELDS = frozenset(FIELD_ORDER)
+
+
+def fast_frontmatter(text: str) -> dict[str, Any] | None:
+    """The frontmatter of a note in the exact shape :func:`render_note` writes, read without YAML.
+
+    None as soon as one line is of any other shape (a person's property, an escaped or
+    non-ASCII string, a comment, another indentation): YAML reads that note. Where it
+    answers, it answers what ``yaml.safe_load`` does for the same lines: only known field
+    names (YAML 1.1 reads ``on:`` or ``no:`` as booleans), strings with nothing to
+    unescape, integers without a sign, leading zero or ``_``. Reading the notes is most of
+    a first sync and of a reindex's parent process, and YAML most of reading one.
+    """
+    if not text.startswith("---\n"):
+        return None
+    end = text.find("\n---", 3)
+    if end < 0 or text[end + 4 : end + 5] not in ("\n", ""):
+        return None
+    data: dict[str, Any] = {}
+    listing: str | None = None  # the field whose items the next lines may be
+    for line in text[4:end].split("\n"):
+        m = _FAST_ITEM.fullmatch(line)
+        if m is not None:
+            if listing is None:
+                return None
+            items = data[listing]
+            if items is None:
+                items = data[listing] = []
+            items.append(m.group(1))
+            continue
+        m = _FAST_FIELD.fullmatch(line)
+        if m is None or m.group(1) not in _FIELDS:
+            return None
+        key, string, number, flag = m.groups()
+        listing = None
+        if string is not None:
+            data[key] = string
+        elif number is not None:
+            data[key] = int(number)
+        elif flag is not None:
+            data[key] = flag == "true"
+        else:
+            data[key] = None
+            listing = key
+    return data
+
+
 def parse_note(text: str, path: Path | str) -> tuple[SummaryFrontmatter, str]:
     """Read a note a person may have edited; raises :class:`ValidationProblem` naming the file and field."""
+    if not text.startswith("---"):
+        raise ValidationProblem(f"{path}: the note has no YAML frontmatter (it must start with ---); restore it from git")
+    data = fast_frontmatter(text)
+    if data is None:
+        data = _yaml_frontmatter(text, path)
+    try:
+        fm = SummaryFrontmatter.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "frontmatter"
+            problems.append(f"field {field!r}: {err['msg'].removeprefix('Value error, ')}")
+        raise ValidationProblem(f"{path}: " + "; ".join(problems)) from None
+    return fm, _body_of(text)
+
+
+def _yaml_frontmatter(text: str, path: Path | str) -> dict[str, Any]:
     import frontmatter
     import yaml
 
-    if not text.startswith("---"):
-        raise ValidationProblem(f"{path}: the note has no YAML frontmatter (it must start with ---); restore it from git")
     try:
         post = frontmatter.loads(text)
     except yaml.YAMLError as exc:
@@ -302,15 +368,7 @@ def parse_note(text: str, path: Path | str) -> tuple[SummaryFrontmatter, str]:
             key = lines[line_no - 1].split(":", 1)[0].strip() if 0 < line_no <= len(lines) else ""
             where = f" at line {line_no}" + (f" (field {key!r})" if key and not key.startswith("-") else "")
         raise ValidationProblem(f"{path}: frontmatter is not valid YAML{where}: {getattr(exc, 'problem', exc)}; fix it or restore it from git") from None
-    try:
-        fm = SummaryFrontmatter.model_validate(dict(post.metadata))
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "frontmatter"
-            problems.append(f"field {field!r}: {err['msg'].removeprefix('Value error, ')}")
-        raise ValidationProblem(f"{path}: " + "; ".join(problems)) from None
-    return fm, _body_of(text)
+    return dict(post.metadata)
 
 
 def _body_of(text: str) -> str:
