@@ -296,7 +296,7 @@ def fast_frontmatter(text: str) -> dict[str, Any] | None:
     non-ASCII string, a comment, another indentation): YAML reads that note. Where it
     answers, it answers what ``yaml.safe_load`` does for the same lines: only known field
     names (YAML 1.1 reads ``on:`` or ``no:`` as booleans), strings with nothing to
-    unescape, integers without a sign, leading zero or ``_``. Reading the notes is most of
+    unescape, integers without ``+``, a leading zero or ``_``. Reading the notes is most of
     a first sync and of a reindex's parent process, and YAML most of reading one.
     """
     if not text.startswith("---\n"):
@@ -352,6 +352,8 @@ def parse_note(text: str, path: Path | str) -> tuple[SummaryFrontmatter, str]:
 
 
 def _yaml_frontmatter(text: str, path: Path | str) -> dict[str, Any]:
+    """The frontmatter as YAML reads it (any shape a person may write); a :class:`ValidationProblem` naming the
+    line and field where YAML gave up."""
     import frontmatter
     import yaml
 
