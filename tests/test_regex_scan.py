@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import regex
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from vaultlcm import Settings, Vault
@@ -142,10 +142,12 @@ def _patterns() -> st.SearchStrategy[str]:
 def test_any_pattern_finds_in_logs_and_summaries_what_each_text_alone_gives(
         vault: Vault, compacted: Vault, pattern: str) -> None:
     messages = vault.grep(pattern, regex=True, scope="messages", count=True)
-    assert not messages.get("partial")
+    # A drawn pattern can backtrack without end on the 150 kB payload ("(?r)deploy(?:.)*(?:.)*" runs past the
+    # 5 s limit): a partial count is then what grep says, and there is nothing whole to compare.
+    assume(not messages.get("partial"))
     assert messages["messages"] == len(brute_force(vault, pattern))
     summaries = compacted.grep(pattern, regex=True, scope="summaries", count=True)
-    assert not summaries.get("partial")
+    assume(not summaries.get("partial"))
     assert summaries["summaries"] == len(brute_force_summaries(compacted, pattern))
 
 
@@ -183,3 +185,26 @@ def test_the_time_limit_is_the_scans_not_the_sync_before_it(tmp_path: Path, monk
         monkeypatch.setattr(v, "sync", slow_sync)
         got = v.grep(r"deploy \d+", regex=True, count=True)
         assert not got.get("partial") and got["total"] == 20
+
+
+def test_a_count_over_many_days_holds_its_limit_on_every_thread(tmp_path: Path) -> None:
+    # Counting, the logs are scanned by two threads (every other day each): a count that met the limit is
+    # partial however the threads ended (the regex module's own timeout runs on the CPU time of every
+    # thread, so a search could end before the wall deadline and the scan look done), and both stop.
+    import threading
+    import time
+
+    with Vault.init(tmp_path / "v", settings=Settings(regex_timeout_seconds=1.0)) as v:
+        v.ingest("c", [{"role": "user", "timestamp": f"2026-11-{day:02d}T10:00:{k:02d}Z",
+                        "content": "a" * 3000 + "!" if k % 2 else f"day {day} ok"}
+                       for day in range(1, 9) for k in range(6)])
+        ok = v.grep(r"day \d ok", regex=True, count=True)  # eight logs, two threads: every match counted
+        assert (ok["total"], ok["messages"], ok.get("partial")) == (24, 24, None)
+        started = time.monotonic()
+        got = v.grep(r"(a+)+$|day \d ok", regex=True, count=True)
+        spent = time.monotonic() - started
+        assert got.get("partial") is True and spent < 1.0 + 10.0
+        deadline = time.monotonic() + 30
+        while any(t.name == "vaultlcm-regex-scan-logs" for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(t.name == "vaultlcm-regex-scan-logs" for t in threading.enumerate()), "the helper thread ended"

@@ -45,6 +45,7 @@ answered (``related_forms``); ``count`` always counts the words as written.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 import re
 import threading
@@ -456,6 +457,10 @@ class _Stop(Exception):
     """The regex scan must stop: out of time, or its caller has gone."""
 
 
+#: The most threads of one regex scan that search at once (a count: two over the logs, one over the summaries).
+_SCAN_THREADS = 3
+
+
 class _RegexScan:
     """A newest-first regex scan over files, run on a worker thread so its time limit holds.
 
@@ -473,6 +478,8 @@ class _RegexScan:
         self.since, self.before, self.deadline = since, before, deadline
         self.need, self.oldest_first = need, oldest_first
         self.stopped_early = False
+        #: A search met the time limit: what was found is partial, however the threads ended.
+        self.timed_out = False
         source = rx.pattern
         self.line_aware = any(tok in source for tok in _LINE_TOKENS)
         self.whole_text = searches_whole_texts(rx)
@@ -486,12 +493,13 @@ class _RegexScan:
         """The hits found before the deadline, and whether the scan was complete."""
         worker = threading.Thread(target=self._work, name="vaultlcm-regex-scan", daemon=True)
         worker.start()
-        complete = self._done.wait(timeout=max(0.0, self.deadline - time.monotonic()))
+        done = self._done.wait(timeout=max(0.0, self.deadline - time.monotonic()))
         self._stop.set()
         with self._lock:
             if self.error is not None:
                 raise self.error
-            return list(self.hits), complete
+            # A worker that met the limit a moment before this wait did is done, not complete.
+            return list(self.hits), done and not self.timed_out
 
     def _work(self) -> None:
         self._guarded(self._scan)
@@ -522,17 +530,32 @@ class _RegexScan:
             side = threading.Thread(target=self._guarded, name="vaultlcm-regex-scan-summaries", daemon=True,
                                     args=(every_summary,))
             side.start()
+        helper: threading.Thread | None = None
         try:
             # Messages first: their hits bound how far back the summaries must be read (see _summaries).
             for conv in self.convs:
-                if self.kind in (None, "message"):
-                    self._messages(conv)
+                if self.kind not in (None, "message"):
+                    continue
+                paths = self.history.catalog.log_paths(conv, newest_first=not self.oldest_first)
+                if self.need is None and len(paths) > 1:
+                    # Counting every match, the order of the logs does not matter: every other one is
+                    # scanned on a thread of its own (reads, SQLite and the pattern's searches let go of
+                    # the GIL), as the summaries are.
+                    helper = threading.Thread(target=self._guarded, name="vaultlcm-regex-scan-logs", daemon=True,
+                                              args=(functools.partial(self._messages, conv, paths[1::2]),))
+                    helper.start()
+                    self._messages(conv, paths[::2])
+                    helper.join()
+                    helper = None
+                else:
+                    self._messages(conv, paths)
         except BaseException:
-            self._stop.set()  # the summaries' thread ends too
+            self._stop.set()  # the other threads end too
             raise
         finally:
-            if side is not None:
-                side.join()
+            for thread in (helper, side):
+                if thread is not None:
+                    thread.join()
         if side is None:
             for conv in summaries:
                 self._summaries(conv)
@@ -540,11 +563,17 @@ class _RegexScan:
     def _search(self, text: str, pos: int = 0) -> regex.Match[str] | None:
         """The first match in ``text`` from ``pos`` on, within what is left of the time limit."""
         left = self.deadline - time.monotonic()
-        if left <= 0 or self._stop.is_set():
+        if left <= 0:
+            self.timed_out = True
+        if self.timed_out or self._stop.is_set():
             raise _Stop
         try:
-            return self.rx.search(text, pos, timeout=left, concurrent=True)
+            # The regex module's timeout counts the CPU time of every thread of the process (two threads
+            # searching at once: a 5 s timeout fired after 2.5 s), and up to three scan threads search at
+            # once. The wall deadline is what run() holds; this only ends a search run() has given up on.
+            return self.rx.search(text, pos, timeout=left * _SCAN_THREADS, concurrent=True)
         except TimeoutError:
+            self.timed_out = True
             raise _Stop from None
         except RecursionError:
             raise UsageError("the regular expression is nested too deeply to run; simplify it") from None
@@ -634,8 +663,8 @@ class _RegexScan:
             times = sorted((h.at for h in self.hits), reverse=not self.oldest_first)
         return times[self.need - 1] if len(times) >= self.need else None
 
-    def _messages(self, conv: str) -> None:
-        """Scan whole log files (newest day first), verifying only the entries where the pattern fell.
+    def _messages(self, conv: str, paths: list[str]) -> None:
+        """Scan whole log files (``paths``, newest day first), verifying only the entries where the pattern fell.
 
         Per file: one decode, the metadata lines swapped for a marker, the callout
         prefixes taken off, and one pass of the pattern over what is left (C speed,
@@ -648,7 +677,6 @@ class _RegexScan:
         catalog = self.history.catalog
         layout = self.history.layout
         found_here = 0
-        paths = catalog.log_paths(conv, newest_first=not self.oldest_first)
         checked: set[str] = set()  # folders already checked to hold no symlink on the way from the root
         windowed = self.since is not None or self.before is not None
         for rel in paths:
