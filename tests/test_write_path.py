@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import tempfile
 import time
 from pathlib import Path
@@ -24,14 +25,13 @@ MUTATIONS = ("none", "swap_wseq", "wrong_prev", "seq_off", "fork", "first_prev_k
 
 
 def _catalog_with(rows: list[tuple[str, int, str | None, int, str]]) -> Catalog:
-    """A catalog holding ``(id, wseq, prev, seq, at)`` rows of conversation ``c`` (messages and links)."""
+    """A catalog holding ``(id, wseq, prev, seq, at)`` rows of conversation ``c`` (their messages, with the writer's wseq and prev)."""
     folder = Path(tempfile.mkdtemp(prefix="vaultlcm-settle-"))
     cat = Catalog(folder, folder / "catalog.sqlite")
     with cat.transaction() as db:
         for rid, wseq, prev, seq, at in rows:
-            db.execute("INSERT INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash) "
-                       "VALUES(?, 'c', ?, ?, 'user', 1, 'p', 0, 1, 'h')", (rid, seq, at))
-            db.execute("INSERT INTO links(id, conv, wseq, prev) VALUES(?, 'c', ?, ?)", (rid, wseq, prev))
+            db.execute("INSERT INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash, wseq, prev) "
+                       "VALUES(?, 'c', ?, ?, 'user', 1, 'p', 0, 1, 'h', ?, ?)", (rid, seq, at, wseq, prev))
     return cat
 
 
@@ -78,8 +78,7 @@ def test_the_streamed_order_check_agrees_with_linear_order(n: int, mutation: str
 def _snapshot(v: Vault) -> dict[str, list[tuple[object, ...]]]:
     return {
         "messages": v.catalog.execute("SELECT id, conv, seq, at, role, tokens, path, start, end, hash, covered, lane, "
-                                      "key FROM messages ORDER BY id"),
-        "links": v.catalog.execute("SELECT id, conv, wseq, prev, slane, thread FROM links ORDER BY id"),
+                                      "key, wseq, prev, slane, thread FROM messages ORDER BY id"),
         "duplicates": v.catalog.execute("SELECT id, path, start FROM duplicates ORDER BY id, path, start"),
         "logs": v.catalog.execute("SELECT path, size, parsed, head_hash, torn FROM logs ORDER BY path"),
     }
@@ -98,6 +97,33 @@ def test_a_rebuilt_catalog_matches_what_the_ingest_calls_recorded(tmp_path: Path
         assert any(row[10] for row in before["messages"])  # compaction covered some: ``covered`` is compared too
         v.reindex()
         assert _snapshot(v) == before
+
+
+def test_a_catalog_an_older_version_made_is_read_again_from_the_files(tmp_path: Path) -> None:
+    """An upgrade that changes the catalog's tables (schema 7 folded ``links`` into ``messages``) needs no
+    migration: the first open drops the old catalog and the next sync reads the logs again."""
+    from vaultlcm.catalog_schema import SCHEMA_VERSION
+
+    vault = tmp_path / "v"
+    with Vault.init(vault) as v:
+        v.ingest("c", [{"role": "user" if i % 2 == 0 else "assistant", "timestamp": f"2026-11-01T10:{i:02d}:00Z",
+                        "content": f"message {i} about the routing-api deploy"} for i in range(20)])
+        v.ingest("c", [{"role": "user", "content": "one more, on the agent path"}])
+        before = _snapshot(v)
+        hits = v.grep("routing-api", limit=50)["total"]
+    db = sqlite3.connect(vault / ".vaultlcm" / "catalog.sqlite")
+    with db:  # what schema 6 held: its own version, and the writer's links in a table of their own
+        db.execute("UPDATE meta SET value=? WHERE key='schema'", (str(int(SCHEMA_VERSION) - 1),))
+        db.execute("CREATE TABLE links(id TEXT PRIMARY KEY, conv TEXT NOT NULL, wseq INTEGER NOT NULL, prev TEXT, "
+                   "slane TEXT, thread TEXT)")
+        db.execute("DELETE FROM messages")
+    db.close()
+    with Vault(vault) as v:
+        assert v.grep("routing-api", limit=50)["total"] == hits == 20
+        assert _snapshot(v) == before
+        tables = {name for (name,) in v.catalog.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "links" not in tables and v.catalog.execute("SELECT value FROM meta WHERE key='schema'") == [
+            (SCHEMA_VERSION,)]
 
 
 def test_an_entry_copied_into_another_log_is_a_duplicate_after_a_rebuild(tmp_path: Path) -> None:

@@ -34,8 +34,7 @@ def _msg(text: str, day: int = 1, second: int = 0) -> dict[str, Any]:
 
 def _rows(v: Vault) -> list[tuple[Any, ...]]:
     return v.catalog.execute(
-        "SELECT m.id, m.seq, m.path, m.start, m.end, m.hash, l.wseq, l.prev FROM messages m JOIN links l "
-        "ON l.id = m.id WHERE m.conv=? ORDER BY m.seq", (CONV,))
+        "SELECT id, seq, path, start, end, hash, wseq, prev FROM messages WHERE conv=? ORDER BY seq", (CONV,))
 
 
 def _check_chain(v: Vault, expected_texts: list[str]) -> list[str]:

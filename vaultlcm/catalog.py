@@ -49,6 +49,15 @@ from .threads import static_lane
 CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7})( |$)")
 
 HEAD_BYTES = 256
+#: The columns of ``messages`` a :class:`MessageRow` holds, in its order.
+MESSAGE_COLUMNS = "id, conv, seq, at, role, tokens, path, start, end, hash, covered, lane, key"
+#: One message row, with what its writer recorded of its place and thread. ``covered``: a summary
+#: synced before its sources (a rebuilt catalog) already covers it. An id already taken is ignored
+#: (the caller looks at the row count); the rows of a rebuild, known to be new, use plain INSERT.
+_INSERT_MESSAGE = (
+    "INSERT OR IGNORE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash, lane, key, "
+    "wseq, prev, slane, thread, covered) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+    "(SELECT summary_id FROM coverage WHERE msg_id=?))")
 #: Counts kept in ``token_counts`` (the newest; about 4 MB): several contexts' worth of texts.
 TOKEN_COUNTS_KEPT = 100_000
 #: Problems the log reader records (the DAG records its own kinds).
@@ -67,6 +76,8 @@ def log_files(logs_dir: Path) -> list[os.DirEntry[str]]:
 
 @dataclass(frozen=True)
 class MessageRow:
+    """A message's row as :data:`MESSAGE_COLUMNS` selects it (not the writer's ``wseq``, ``prev`` and thread)."""
+
     id: str
     conv: str
     seq: int
@@ -105,7 +116,7 @@ class Catalog(CatalogDB):
     def reset(self) -> None:
         """Forget everything derived (the next syncs re-read every file)."""
         with self.transaction() as db:
-            for table in ("logs", "messages", "links", "pending", "duplicates", "payload_refs", "summaries", "coverage",
+            for table in ("logs", "messages", "pending", "duplicates", "payload_refs", "summaries", "coverage",
                           "note_files", "problems", "reindex_queue", "log_stats"):
                 db.execute(f"DELETE FROM {table}")
             db.execute("DELETE FROM meta WHERE key<>'schema'")
@@ -115,7 +126,7 @@ class Catalog(CatalogDB):
         """Forget what was derived from ``conv``'s messages and logs (its folder was removed)."""
         with self.transaction() as db:
             db.execute("DELETE FROM reindex_queue WHERE id IN (SELECT id FROM messages WHERE conv=?)", (conv,))
-            for table in ("messages", "links", "pending", "payload_refs", "logs", "log_stats"):
+            for table in ("messages", "pending", "payload_refs", "logs", "log_stats"):
                 db.execute(f"DELETE FROM {table} WHERE conv=?", (conv,))
             db.execute("DELETE FROM meta WHERE key=?", (f"logs_dir_mtime:{conv}",))
 
@@ -172,8 +183,7 @@ class Catalog(CatalogDB):
 
     def _positions_stand(self, conv: str) -> bool:
         """Whether every message of ``conv`` sits at the position its writer gave it."""
-        return not self.execute("SELECT 1 FROM messages m JOIN links l ON l.id = m.id "
-                                "WHERE m.conv=? AND m.seq <> l.wseq LIMIT 1", (conv,))
+        return not self.execute("SELECT 1 FROM messages WHERE conv=? AND seq <> wseq LIMIT 1", (conv,))
 
     def _sync_logs(self, conv: str, logs_dir: Path, *, quick: bool,
                    queue: bool = True) -> Iterator[tuple[list[str], list[tuple[ParsedEntry, str]]]]:
@@ -211,7 +221,6 @@ class Catalog(CatalogDB):
                     with self.transaction() as db:
                         for rel in gone:
                             db.execute("DELETE FROM payload_refs WHERE path=?", (rel,))
-                            db.execute("DELETE FROM links WHERE id IN (SELECT id FROM messages WHERE path=?)", (rel,))
                             db.execute("DELETE FROM messages WHERE path=?", (rel,))
                             db.execute("DELETE FROM pending WHERE path=?", (rel,))
                             db.execute("DELETE FROM logs WHERE path=?", (rel,))
@@ -276,7 +285,6 @@ class Catalog(CatalogDB):
             old: dict[str, str] = {}
             if start == 0:
                 old = dict(db.execute("SELECT id, hash FROM messages WHERE path=?", (rel,)).fetchall())
-                db.execute("DELETE FROM links WHERE id IN (SELECT id FROM messages WHERE path=?)", (rel,))
                 db.execute("DELETE FROM messages WHERE path=?", (rel,))
                 db.execute("DELETE FROM pending WHERE path=?", (rel,))
                 db.execute("DELETE FROM duplicates WHERE path=?", (rel,))
@@ -352,28 +360,22 @@ class Catalog(CatalogDB):
         for e, h in rows:
             (again if e.meta["id"] in taken else fresh).append((e, h))
             taken.add(e.meta["id"])
-        values, links, queued = [], [], []
+        values, queued = [], []
         for e, h in fresh:
             m = e.meta
             mid = m["id"]
             wseq = int(m.get("seq") or 0)
             seq = seqs.get(mid)
-            values.append((mid, conv, wseq if seq is None else seq, m["at"], m["role"], int(m.get("tok") or 0), rel,
-                           e.start, e.end, h, static_lane(m.get("lane")), m.get("key"), mid))
             thread = m.get("thread")
-            links.append((mid, conv, wseq, m.get("prev"), m.get("lane"),
-                          json.dumps(thread, sort_keys=True) if thread else None))
+            values.append((mid, conv, wseq if seq is None else seq, m["at"], m["role"], int(m.get("tok") or 0), rel,
+                           e.start, e.end, h, static_lane(m.get("lane")), m.get("key"), wseq, m.get("prev"),
+                           m.get("lane"), json.dumps(thread, sort_keys=True) if thread else None, mid))
             # Rows this process appended are indexed by position (IndexKeeper.follow); rows
             # found in files may sit anywhere in the order, so they are queued by id.
             if not (known_all or mid in known_ids):
                 queued.append((mid,))
         if values:
-            # ``covered``: a summary synced before its sources (a rebuilt catalog) already covers it.
-            db.executemany(
-                "INSERT INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash, lane, key, covered) "
-                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,(SELECT summary_id FROM coverage WHERE msg_id=?))", values)
-            db.executemany("INSERT OR REPLACE INTO links(id, conv, wseq, prev, slane, thread) VALUES(?,?,?,?,?,?)",
-                           links)
+            db.executemany(_INSERT_MESSAGE.replace("INSERT OR IGNORE", "INSERT"), values)
             db.executemany("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", queued)
         stored = fresh
         for e, h in again:
@@ -386,22 +388,16 @@ class Catalog(CatalogDB):
                     m: dict[str, Any], *, seq: int | None, known: bool) -> bool:
         """Insert one message row; False when its id is taken (a second copy is noted in ``duplicates``)."""
         wseq = int(m.get("seq") or 0)
-        # ``covered``: a summary synced before its sources (a rebuilt catalog) already covers it.
-        cur = db.execute(
-            "INSERT OR IGNORE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash, lane, key, covered) "
-            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,(SELECT summary_id FROM coverage WHERE msg_id=?))",
-            (m["id"], conv, wseq if seq is None else seq, m["at"], m["role"], int(m.get("tok") or 0), rel, start, end,
-             h, static_lane(m.get("lane")), m.get("key"), m["id"]),
-        )
+        thread = m.get("thread")
+        cur = db.execute(_INSERT_MESSAGE, (
+            m["id"], conv, wseq if seq is None else seq, m["at"], m["role"], int(m.get("tok") or 0), rel, start, end,
+            h, static_lane(m.get("lane")), m.get("key"), wseq, m.get("prev"), m.get("lane"),
+            json.dumps(thread, sort_keys=True) if thread else None, m["id"]))
         if cur.rowcount == 0:
             existing = db.execute("SELECT path, start FROM messages WHERE id=?", (m["id"],)).fetchone()
             if existing != (rel, start):
                 db.execute("INSERT INTO duplicates(id, path, start) VALUES(?,?,?)", (m["id"], rel, start))
             return False
-        thread = m.get("thread")
-        db.execute("INSERT OR REPLACE INTO links(id, conv, wseq, prev, slane, thread) VALUES(?,?,?,?,?,?)",
-                   (m["id"], conv, wseq, m.get("prev"), m.get("lane"),
-                    json.dumps(thread, sort_keys=True) if thread else None))
         if not known:
             db.execute("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", (m["id"],))
         return True
@@ -410,7 +406,7 @@ class Catalog(CatalogDB):
         """Move complete batches (see the module docstring) from ``pending`` into ``messages``."""
         if not db.execute("SELECT 1 FROM pending WHERE conv=? LIMIT 1", (conv,)).fetchone():
             return
-        written = max(int(db.execute("SELECT COALESCE(MAX(wseq), 0) FROM links WHERE conv=?", (conv,)).fetchone()[0]),
+        written = max(int(db.execute("SELECT COALESCE(MAX(wseq), 0) FROM messages WHERE conv=?", (conv,)).fetchone()[0]),
                       int(db.execute("SELECT COALESCE(MAX(wseq), 0) FROM pending WHERE conv=?", (conv,)).fetchone()[0]))
         for (batch,) in db.execute("SELECT DISTINCT batch FROM pending WHERE conv=? AND last<=?",
                                    (conv, written)).fetchall():
@@ -482,12 +478,12 @@ class Catalog(CatalogDB):
         """True when the conversation is one unbroken chain already at its positions (the usual case).
 
         Then :func:`linear_order` would move nothing. Checked while streaming the rows in
-        writer order, so a rebuild of a long history does not hold every row in memory.
+        position order (the index's; a row must stand where its writer put it, so when the
+        answer is True this is the writer order too), so a rebuild of a long history neither
+        holds every row in memory nor sorts them.
         """
         with self._lock:
-            cur = self._db.execute(
-                "SELECT l.id, l.wseq, l.prev, m.seq FROM links l JOIN messages m ON m.id = l.id "
-                "WHERE l.conv=? ORDER BY l.wseq", (conv,))
+            cur = self._db.execute("SELECT id, wseq, prev, seq FROM messages WHERE conv=? ORDER BY seq", (conv,))
             last_id: str | None = None
             expected = 1
             for rid, wseq, prev, seq in cur:
@@ -505,8 +501,7 @@ class Catalog(CatalogDB):
 
     def _reorder(self, conv: str) -> None:
         """Put every message of ``conv`` at its place in :func:`linear_order`."""
-        rows = self.execute("SELECT m.id, m.seq, m.at, l.wseq, l.prev FROM messages m JOIN links l ON l.id = m.id "
-                            "WHERE m.conv=?", (conv,))
+        rows = self.execute("SELECT id, seq, at, wseq, prev FROM messages WHERE conv=?", (conv,))
         order = linear_order([(i, w, p, at) for i, _s, at, w, p in rows])
         current = {i: s for i, s, *_ in rows}
         moved = [(pos, i) for pos, i in enumerate(order, start=1) if current.get(i) != pos]
@@ -561,7 +556,7 @@ class Catalog(CatalogDB):
         return self.last(conv)[0]
 
     def get(self, msg_id: str) -> MessageRow | None:
-        rows = self.execute("SELECT * FROM messages WHERE id=?", (msg_id,))
+        rows = self.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id=?", (msg_id,))
         return MessageRow(*rows[0]) if rows else None
 
     def has_id(self, msg_id: str) -> bool:
@@ -612,11 +607,13 @@ class Catalog(CatalogDB):
     def rows(self, conv: str, *, after: int = 0) -> list[MessageRow]:
         """Messages of ``conv`` in conversation order (optionally only those past position ``after``)."""
         return [MessageRow(*r) for r in
-                self.execute("SELECT * FROM messages WHERE conv=? AND seq>? ORDER BY seq, id", (conv, after))]
+                self.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conv=? AND seq>? ORDER BY seq, id",
+                             (conv, after))]
 
     def rows_in_path(self, rel: str) -> list[MessageRow]:
         """Messages stored in one log file, in file order."""
-        return [MessageRow(*r) for r in self.execute("SELECT * FROM messages WHERE path=? ORDER BY start", (rel,))]
+        return [MessageRow(*r) for r in self.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE path=? ORDER BY start", (rel,))]
 
     def stats(self) -> list[tuple[str, int, int, int, str | None, str | None]]:
         """Per conversation: name, messages, tokens, days, first and last time.
@@ -664,8 +661,8 @@ class Catalog(CatalogDB):
     def uncovered_rows(self, conv: str) -> list[MessageRow]:
         """Main-thread messages no summary covers, in order (a partial index: cost follows the active context)."""
         return [MessageRow(*r) for r in self.execute(
-            "SELECT * FROM messages INDEXED BY messages_uncovered WHERE conv=? AND covered IS NULL AND lane=0 "
-            "ORDER BY seq", (conv,))]
+            f"SELECT {MESSAGE_COLUMNS} FROM messages INDEXED BY messages_uncovered "
+            "WHERE conv=? AND covered IS NULL AND lane=0 ORDER BY seq", (conv,))]
 
     def message_places(self, ids: list[str]) -> dict[str, tuple[str, int, str, str]]:
         """``{id: (conv, seq, hash, log path)}`` of these messages: what the DAG's coverage needs of each.
@@ -679,7 +676,7 @@ class Catalog(CatalogDB):
                                                shared.setdefault(r[4], r[4])))))
 
     def rows_by_ids(self, ids: list[str]) -> dict[str, MessageRow]:
-        rows = self._in("SELECT * FROM messages WHERE id IN ({})", ids, lambda r: MessageRow(*r))
+        rows = self._in(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE id IN ({{}})", ids, lambda r: MessageRow(*r))
         return {r.id: r for r in rows}
 
     def payload_refs(self, conv: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ here needs no migration, only a new version.
 
 from __future__ import annotations
 
-SCHEMA_VERSION = "6"  # 6: summaries.sources holds resolved links (see dag.SummaryRow.links)
+SCHEMA_VERSION = "7"  # 7: the links table folded into messages; 6: summaries.sources holds resolved links
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS logs(
@@ -19,21 +19,20 @@ CREATE INDEX IF NOT EXISTS logs_torn ON logs(conv) WHERE torn=1;
 CREATE TABLE IF NOT EXISTS messages(
     id TEXT PRIMARY KEY, conv TEXT NOT NULL, seq INTEGER NOT NULL, at TEXT NOT NULL, role TEXT NOT NULL,
     tokens INTEGER NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, hash TEXT NOT NULL,
-    covered TEXT, lane INTEGER NOT NULL DEFAULT 0, key TEXT);
+    covered TEXT, lane INTEGER NOT NULL DEFAULT 0, key TEXT,
+    wseq INTEGER NOT NULL DEFAULT 0, prev TEXT, slane TEXT, thread TEXT);
 CREATE INDEX IF NOT EXISTS messages_conv_seq ON messages(conv, seq);
 CREATE INDEX IF NOT EXISTS messages_uncovered ON messages(conv, seq) WHERE covered IS NULL AND lane = 0;
 CREATE INDEX IF NOT EXISTS messages_path ON messages(path, start);
 CREATE INDEX IF NOT EXISTS messages_key ON messages(conv, key) WHERE key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS links(id TEXT PRIMARY KEY, conv TEXT NOT NULL, wseq INTEGER NOT NULL, prev TEXT,
-    slane TEXT, thread TEXT);
-CREATE INDEX IF NOT EXISTS links_conv ON links(conv);
+-- What the writer recorded of each message's place (wseq, prev) and thread (slane, thread) sits in its row: a
+-- table of its own cost each append a second index on random ids (schema 6 and before).
 -- The thread links by uuid and by parent uuid (vaultlcm.lanes_append): an append's lanes are index lookups
 -- around the new rows, not a read of the whole conversation. Only threads SQLite reads as JSON are indexed
--- (json_extract would fail an insert on one it cannot read); links_thread_bad finds the others. A catalog
--- made before them gets them at its next open.
-CREATE INDEX IF NOT EXISTS links_thread_u ON links(conv, json_extract(thread, '$.u')) WHERE json_valid(thread);
-CREATE INDEX IF NOT EXISTS links_thread_p ON links(conv, json_extract(thread, '$.p')) WHERE json_valid(thread);
-CREATE INDEX IF NOT EXISTS links_thread_bad ON links(conv) WHERE thread IS NOT NULL AND NOT json_valid(thread);
+-- (json_extract would fail an insert on one it cannot read); messages_thread_bad finds the others.
+CREATE INDEX IF NOT EXISTS messages_thread_u ON messages(conv, json_extract(thread, '$.u')) WHERE json_valid(thread);
+CREATE INDEX IF NOT EXISTS messages_thread_p ON messages(conv, json_extract(thread, '$.p')) WHERE json_valid(thread);
+CREATE INDEX IF NOT EXISTS messages_thread_bad ON messages(conv) WHERE thread IS NOT NULL AND NOT json_valid(thread);
 CREATE TABLE IF NOT EXISTS pending(id TEXT PRIMARY KEY, conv TEXT NOT NULL, path TEXT NOT NULL, start INTEGER NOT NULL,
     end INTEGER NOT NULL, batch TEXT NOT NULL, last INTEGER NOT NULL, wseq INTEGER NOT NULL, entry TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS pending_conv ON pending(conv, path, start);

@@ -415,11 +415,11 @@ class IndexKeeper:
             return 0
         if not self._caught_up:
             return self.catch_up()["added"]
-        from .catalog import MessageRow
+        from .catalog import MESSAGE_COLUMNS, MessageRow
 
         mark = self._msg_mark.get(conv, 0)
         rows = [MessageRow(*r) for r in self.catalog.execute(
-            "SELECT * FROM messages WHERE conv=? AND seq>? ORDER BY seq", (conv, mark))]
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conv=? AND seq>? ORDER BY seq", (conv, mark))]
         added = self._drain_queue()
         if rows:
             self.on_messages(self._readable(rows))

@@ -5,8 +5,8 @@ thread links: O(history) at every append, 0.28 s of a 0.71 s Claude Code hook ev
 at 9.6k lines. An append adds rows at the end of the conversation, and almost
 always below a line that has no other child; then the new row's lane follows its
 parent's and nothing else moves. :func:`lane_changes_after_append` works that out
-from index lookups around each new row (the catalog's ``links_thread_u`` and
-``links_thread_p`` indexes, on the ``u`` and ``p`` of the JSON in ``links.thread``),
+from index lookups around each new row (the catalog's ``messages_thread_u`` and
+``messages_thread_p`` indexes, on the ``u`` and ``p`` of the JSON in ``messages.thread``),
 processing the new rows in ``seq`` order as if each were appended alone, and
 answers None whenever a condition it relies on does not hold; the caller then
 recomputes everything (:func:`full_lane_changes`). Both give exactly the lanes
@@ -43,13 +43,13 @@ from .threads import ABANDONED, MAIN, ThreadRow, fork_losers, is_alternative, la
 COUNTS: Counter[str] = Counter()
 
 #: The rows :func:`vaultlcm.threads.lanes` reads: every message of a conversation with thread links or a lane.
-FULL_SQL = ("SELECT m.id, m.seq, m.lane, l.slane, l.thread FROM messages m JOIN links l ON l.id = m.id "
-            "WHERE m.conv=? AND (l.thread IS NOT NULL OR l.slane IS NOT NULL)")
-_BY = ("SELECT l.id, m.seq, m.lane, l.slane, l.thread FROM links l JOIN messages m ON m.id = l.id "
-       "WHERE l.conv=? AND json_valid(l.thread) AND json_extract(l.thread, '$.{}')=?")
+FULL_SQL = ("SELECT id, seq, lane, slane, thread FROM messages "
+            "WHERE conv=? AND (thread IS NOT NULL OR slane IS NOT NULL)")
+_BY = ("SELECT id, seq, lane, slane, thread FROM messages "
+       "WHERE conv=? AND json_valid(thread) AND json_extract(thread, '$.{}')=?")
 _BY_U, _BY_P = _BY.format("u"), _BY.format("p")
 #: A conversation holding a thread SQLite cannot read as JSON (a hand-edited log): its rows are not in the indexes.
-_BAD_SQL = "SELECT 1 FROM links WHERE conv=? AND thread IS NOT NULL AND NOT json_valid(thread) LIMIT 1"
+_BAD_SQL = "SELECT 1 FROM messages WHERE conv=? AND thread IS NOT NULL AND NOT json_valid(thread) LIMIT 1"
 #: Steps up through subagent and non-chat lines before giving up (a chain that long is recomputed).
 MAX_CLIMB = 256
 #: Rows looked at, newest first, for the newest pi entry before a new one.
@@ -123,8 +123,7 @@ class _Append:
             raise _Fallback("unreadable thread")
         marks = ",".join("?" * len(ids))
         new = sorted((self._row(r) for r in db.execute(
-            f"SELECT l.id, m.seq, m.lane, l.slane, l.thread FROM links l JOIN messages m ON m.id = l.id "
-            f"WHERE l.id IN ({marks})", ids)), key=lambda r: r.seq)
+            f"SELECT id, seq, lane, slane, thread FROM messages WHERE id IN ({marks})", ids)), key=lambda r: r.seq)
         if len(new) != len(ids):
             raise _Fallback("rows missing")
         newest = db.execute("SELECT id, seq FROM messages WHERE conv=? ORDER BY seq DESC LIMIT ?",
@@ -281,8 +280,8 @@ class _Append:
 
     def _newest_pi(self) -> _Row | None:
         for r in self.db.execute(
-                "SELECT m.id, m.seq, m.lane, l.slane, l.thread FROM messages m JOIN links l ON l.id = m.id "
-                "WHERE m.conv=? AND m.seq<? ORDER BY m.seq DESC LIMIT ?", (self.conv, self.cut, PI_LOOKBACK)):
+                "SELECT id, seq, lane, slane, thread FROM messages "
+                "WHERE conv=? AND seq<? ORDER BY seq DESC LIMIT ?", (self.conv, self.cut, PI_LOOKBACK)):
             if r[4]:
                 row = self._row(r)
                 if isinstance(row.thread.get("u"), str) and str(row.thread.get("f")) == "pi":

@@ -35,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .catalog import HEAD_BYTES, Catalog, MessageRow
+from .catalog import HEAD_BYTES, MESSAGE_COLUMNS, Catalog, MessageRow
 from .errors import CorruptVaultError, NotFoundError, StorageError, VaultLCMError
 from .formats import Incoming
 from .just_written import JustWritten
@@ -539,7 +539,8 @@ class MessageLog:
         after = 0
         while True:
             rows = self.catalog.execute(
-                "SELECT * FROM messages WHERE conv=? AND seq>? ORDER BY seq LIMIT ?", (conv, after, batch))
+                f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE conv=? AND seq>? ORDER BY seq LIMIT ?",
+                (conv, after, batch))
             if not rows:
                 return
             chunk = [MessageRow(*r) for r in rows]
