@@ -170,3 +170,32 @@ def test_grep_ab_script_runs_two_trees_on_one_copy(tiny_run: tuple[Path, str], b
     assert all(m["p95_ms"] >= m["p50_ms"] > 0 for m in data["medians"].values())
     assert "medians over the rounds" in out.stdout
     assert sorted((p.relative_to(vault), p.stat().st_size) for p in vault.rglob("*") if p.is_file()) == before
+
+
+def test_a_kept_build_of_an_older_catalog_schema_is_read_again_before_it_is_copied(tmp_path: Path) -> None:
+    """A build kept by ``--builds`` whose catalog another schema made is brought up to date once, by a child,
+    so that no measured step pays for reading the catalog again."""
+    import sqlite3
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    import bench_scale
+
+    from vaultlcm import Vault
+    from vaultlcm.catalog_schema import SCHEMA_VERSION
+
+    vault = tmp_path / "vault-5"
+    with Vault.init(vault) as v:
+        v.ingest("agent", [{"role": "user", "content": f"deploy {i}"} for i in range(5)])
+    con = sqlite3.connect(vault / ".vaultlcm" / "catalog.sqlite")
+    with con:
+        con.execute("UPDATE meta SET value='older' WHERE key='schema'")
+        con.execute("DELETE FROM messages")
+    con.close()
+    assert bench_scale.catalog_schema(vault) == "older"
+    bench_scale.refresh_catalog(vault)
+    assert bench_scale.catalog_schema(vault) == SCHEMA_VERSION
+    con = sqlite3.connect(vault / ".vaultlcm" / "catalog.sqlite")
+    try:
+        assert con.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 5
+    finally:
+        con.close()
