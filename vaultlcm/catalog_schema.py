@@ -48,6 +48,10 @@ CREATE TABLE IF NOT EXISTS summaries(
     gen_hash TEXT NOT NULL, body_hash TEXT NOT NULL, sources_hash TEXT NOT NULL, sources TEXT NOT NULL,
     body TEXT NOT NULL, parent TEXT, stale INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS summaries_roots ON summaries(conv, first_seq) WHERE parent IS NULL;
+-- A conversation's summaries a page at a time, by id (the index's documents, the recompute's leaves). Without
+-- it SQLite read every summary of the conversation and sorted them for each page: 43 s at 1M messages
+-- (97k summaries) for what takes 0.5 s. A catalog made before it gets it at its next open.
+CREATE INDEX IF NOT EXISTS summaries_conv_id ON summaries(conv, id);
 CREATE INDEX IF NOT EXISTS summaries_parent ON summaries(parent);
 CREATE INDEX IF NOT EXISTS summaries_time ON summaries(conv, latest_at, id);
 -- Counting a conversation's summaries and its deepest depth (the home and index notes, status) reads
