@@ -25,7 +25,7 @@ MUTATIONS = ("none", "swap_wseq", "wrong_prev", "seq_off", "fork", "first_prev_k
 
 
 def _catalog_with(rows: list[tuple[str, int, str | None, int, str]]) -> Catalog:
-    """A catalog holding ``(id, wseq, prev, seq, at)`` rows of conversation ``c`` (their messages, with the writer's wseq and prev)."""
+    """A catalog holding ``(id, wseq, prev, seq, at)`` rows of conversation ``c`` as messages."""
     folder = Path(tempfile.mkdtemp(prefix="vaultlcm-settle-"))
     cat = Catalog(folder, folder / "catalog.sqlite")
     with cat.transaction() as db:

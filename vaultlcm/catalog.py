@@ -58,6 +58,7 @@ _INSERT_MESSAGE = (
     "INSERT OR IGNORE INTO messages(id, conv, seq, at, role, tokens, path, start, end, hash, lane, key, "
     "wseq, prev, slane, thread, covered) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
     "(SELECT summary_id FROM coverage WHERE msg_id=?))")
+_INSERT_NEW_MESSAGE = _INSERT_MESSAGE.replace("INSERT OR IGNORE", "INSERT", 1)
 #: Counts kept in ``token_counts`` (the newest; about 4 MB): several contexts' worth of texts.
 TOKEN_COUNTS_KEPT = 100_000
 #: Problems the log reader records (the DAG records its own kinds).
@@ -375,7 +376,7 @@ class Catalog(CatalogDB):
             if not (known_all or mid in known_ids):
                 queued.append((mid,))
         if values:
-            db.executemany(_INSERT_MESSAGE.replace("INSERT OR IGNORE", "INSERT"), values)
+            db.executemany(_INSERT_NEW_MESSAGE, values)
             db.executemany("INSERT OR IGNORE INTO reindex_queue(id) VALUES(?)", queued)
         stored = fresh
         for e, h in again:
