@@ -126,6 +126,35 @@ def test_a_catalog_an_older_version_made_is_read_again_from_the_files(tmp_path: 
             (SCHEMA_VERSION,)]
 
 
+def test_the_command_line_says_once_that_the_catalog_is_read_again(tmp_path: Path) -> None:
+    """After an upgrade the first command reads the whole catalog again (minutes at 1M messages): it says so
+    first, in one line on stderr, and the next command says nothing."""
+    import subprocess
+    import sys
+
+    from vaultlcm.catalog_schema import SCHEMA_VERSION
+
+    vault = tmp_path / "v"
+    with Vault.init(vault) as v:
+        v.ingest("c", [{"role": "user", "content": f"message {i} about the routing-api deploy"} for i in range(5)])
+    db = sqlite3.connect(vault / ".vaultlcm" / "catalog.sqlite")
+    with db:
+        db.execute("UPDATE meta SET value='6' WHERE key='schema'")
+    db.close()
+
+    def grep() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "vaultlcm", "--vault", str(vault), "grep", "routing-api", "--json"],
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    first = grep()
+    assert first.returncode == 0 and len(json.loads(first.stdout)["hits"]) == 5
+    assert first.stderr == (f"Note: the catalog at {vault / '.vaultlcm' / 'catalog.sqlite'} was made by another "
+                            f"version of vaultlcm (schema 6, this one reads {SCHEMA_VERSION}): reading it again from "
+                            "the files, once (a few minutes at a million messages)\n"), first.stderr
+    again = grep()
+    assert again.returncode == 0 and again.stderr == "" and json.loads(again.stdout) == json.loads(first.stdout)
+
+
 def test_an_entry_copied_into_another_log_is_a_duplicate_after_a_rebuild(tmp_path: Path) -> None:
     vault = tmp_path / "v"
     with Vault.init(vault) as v:

@@ -62,6 +62,10 @@ class CatalogDB:
         self._lock = threading.RLock()
         #: Moves each time the file is (re)opened: a writer's remembered state belongs to one connection.
         self._generation = 0
+        #: Why the file found at opening was deleted to start over (None: it was used, or there was none):
+        #: every row is then read again from the files, which takes minutes on a large vault.
+        self.started_over: str | None = None
+        self._old_schema: str | None = None
         self._db = self._open()
         self._commits = 0
         #: ``time.monotonic()`` of the last commit: the checkpointer waits for a quiet moment.
@@ -98,6 +102,8 @@ class CatalogDB:
                     continue
                 raise self._busy_or_storage(exc) from None
         # Damaged or outdated: the Markdown is the truth; start over.
+        self.started_over = (f"was made by another version of vaultlcm (schema {self._old_schema}, this one reads "
+                             f"{SCHEMA_VERSION})" if self._old_schema is not None else "could not be read (damaged)")
         for suffix in ("", "-wal", "-shm"):
             Path(str(self.db_path) + suffix).unlink(missing_ok=True)
         try:
@@ -121,6 +127,7 @@ class CatalogDB:
                 if "no such table" not in str(exc):
                     raise
             if row is not None and row[0] != SCHEMA_VERSION:
+                self._old_schema = str(row[0])
                 raise sqlite3.DatabaseError("old schema")
             db.executescript(SCHEMA)
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES('schema', ?)", (SCHEMA_VERSION,))

@@ -65,8 +65,9 @@ class Vault:
         """Open the vault at ``root``.
 
         ``notice`` receives one line when a call is about to do long work nobody asked
-        for (the search index rebuilt from the files, e.g. after an upgrade changed its
-        format): the command line prints it on stderr; the library never prints.
+        for (the catalog or the search index read again from the files, e.g. after an
+        upgrade changed its format): the command line prints it on stderr; the library
+        never prints.
         """
         root_path = VaultLayout(Path(root).resolve()).require_vault().root
         self.environ = os.environ if environ is None else environ
@@ -78,6 +79,9 @@ class Vault:
         self.settings = settings or load_settings(self.layout.settings_path, environ)
         self.clock = clock
         self.catalog = Catalog(self.root, self.layout.catalog_path, busy_timeout=self.settings.lock_timeout_seconds)
+        if notice is not None and self.catalog.started_over:
+            notice(f"the catalog at {self.layout.catalog_path} {self.catalog.started_over}: reading it again from "
+                   "the files, once (a few minutes at a million messages)")
         self.log = MessageLog(
             self.layout,
             self.catalog,
