@@ -77,6 +77,43 @@ def test_the_count_cache_holds_digests_not_texts() -> None:
     assert len(tokens._cache) <= tokens._cache.max_entries
 
 
+class _EncodeSpy:
+    """The shared encoding, counting the calls that encode a text of ``min_chars`` or more."""
+
+    def __init__(self, encoding: tiktoken.Encoding, min_chars: int) -> None:
+        self.encoding, self.min_chars, self.calls = encoding, min_chars, 0
+
+    def encode(self, text: str, **kwargs: object) -> list[int]:
+        if len(text) >= self.min_chars:
+            self.calls += 1
+        return self.encoding.encode(text, **kwargs)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.encoding, name)
+
+
+def test_a_long_payload_is_encoded_once_however_often_it_is_counted(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """One ingest sizes a long tool result for its message, for the choice of a file of its own and for
+    that file's preview: one encoding of the text (0.7 s for a megabyte of one letter), not three."""
+    from vaultlcm import Vault
+
+    spy = _EncodeSpy(tokens.encoding(), 300_000)
+    monkeypatch.setattr(tokens, "_encoding", spy)
+    text = "".join(f"line {i} of a build log, step {i % 7} done\n" for i in range(9_000))  # 360k characters
+    assert tokens.count_tokens(text) == len(spy.encoding.encode(text, disallowed_special=()))
+    assert tokens.count_tokens(text) == tokens.count_tokens(text) and spy.calls == 1
+
+    payload = "x" * 400_000 + " " + text  # new to the cache
+    with Vault.init(tmp_path / "v") as v:
+        spy.calls = 0
+        (mid,) = v.ingest("c", [{"role": "tool", "tool_call_id": "call_1", "content": payload}])
+        assert spy.calls == 1
+        assert v.show(mid)["message"]["content"] == payload
+        ((stored,),) = v.catalog.execute("SELECT tokens FROM messages WHERE id=?", (mid,))
+        assert stored == len(spy.encoding.encode(payload, disallowed_special=())) + 4
+
+
 #: Every kind of white space (the pattern's ``\s`` and Python's wider ``isspace``), what pieces turn on.
 _WORDISH = [" ", "  ", "   ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u2028", "\u2029", "\u3000", "\u2009", "\x85",
             "\x1c", "\x1f", "\x0b", "\x0c", "\u200b", "\u180e", "a", "The", "'s", "'ll", "don't", "x1", "123456",

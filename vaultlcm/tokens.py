@@ -337,10 +337,11 @@ class CountCache:
             self._counts.clear()
 
 
-#: Texts longer than this are counted every time (one-off payloads; hashing them buys little).
-CACHED_MAX_CHARS = 1 << 18
 #: The digest summarizer sizes the same sentences, clauses and lines again and again while it
 #: fits a summary to its target, and a context is measured several times: their counts are kept.
+#: A long payload too: one ingest sizes a tool result for the message, then decides whether it goes
+#: to a file of its own and writes its count in the preview, and hashing a megabyte (about 1 ms) is a
+#: small part of encoding it (0.1-0.7 s, most for a long run of letters or marks, one piece to merge).
 _cache = CountCache(1 << 14)
 
 
@@ -352,8 +353,6 @@ def count_tokens(text: str) -> int:
     """Number of ``cl100k_base`` tokens in ``text`` (special tokens count as text)."""
     if not text:
         return 0
-    if len(text) > CACHED_MAX_CHARS:
-        return _count(text)  # never cached here: the remembering block in force sees it
     key = _digest(text)
     hit = _cache.get(key)
     if hit is None:
