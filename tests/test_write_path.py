@@ -155,6 +155,46 @@ def test_the_command_line_says_once_that_the_catalog_is_read_again(tmp_path: Pat
     assert again.returncode == 0 and again.stderr == "" and json.loads(again.stdout) == json.loads(first.stdout)
 
 
+def test_the_first_command_in_a_fresh_clone_says_the_catalog_is_built_and_a_new_vault_says_nothing(
+        tmp_path: Path) -> None:
+    """A clone holds the Markdown but not ``.vaultlcm`` (git ignores it): its first command builds the
+    catalog from every log and note, minutes at a million messages, so it says so first; a vault
+    just made holds nothing to read and says nothing."""
+    import subprocess
+    import sys
+
+    def run(vault: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "vaultlcm", "--vault", str(vault), *args], input=stdin,
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    def git(cwd: Path, *args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd, check=True,
+                       capture_output=True)
+
+    vault = tmp_path / "v"
+    made = subprocess.run([sys.executable, "-m", "vaultlcm", "init", str(vault)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert made.returncode == 0 and "Note:" not in made.stderr, made.stderr
+    first = run(vault, "ingest", "-", "-c", "c", stdin='{"role": "user", "content": "hello"}\n')  # nothing to announce
+    assert first.returncode == 0 and first.stderr == "", first.stderr
+    with Vault(vault) as v:
+        v.ingest("c", [{"role": "user", "content": f"message {i} about the routing-api deploy"} for i in range(5)])
+    git(vault, "init", "-q")
+    git(vault, "add", "-A")
+    git(vault, "commit", "-qm", "vault")
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(vault), str(clone))
+    assert not (clone / ".vaultlcm").exists()
+
+    found = run(clone, "grep", "routing-api", "--json")
+    assert found.returncode == 0 and len(json.loads(found.stdout)["hits"]) == 5, found.stderr
+    assert found.stderr == (f"Note: there is no catalog at {clone / '.vaultlcm' / 'catalog.sqlite'} yet (a fresh "
+                            "clone, or its folder was deleted): building it from the files, once (a few minutes at "
+                            "a million messages)\n"), found.stderr
+    again = run(clone, "grep", "routing-api", "--json")
+    assert again.returncode == 0 and again.stderr == "" and json.loads(again.stdout) == json.loads(found.stdout)
+
+
 def test_an_entry_copied_into_another_log_is_a_duplicate_after_a_rebuild(tmp_path: Path) -> None:
     vault = tmp_path / "v"
     with Vault.init(vault) as v:

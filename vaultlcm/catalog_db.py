@@ -66,7 +66,11 @@ class CatalogDB:
         #: every row is then read again from the files, which takes minutes on a large vault.
         self.started_over: str | None = None
         self._old_schema: str | None = None
+        existed = self.db_path.exists()
         self._db = self._open()
+        #: No file was there at opening (a new vault, a fresh clone, a deleted state folder): every row
+        #: will be read from the files.
+        self.created = not existed
         self._commits = 0
         #: ``time.monotonic()`` of the last commit: the checkpointer waits for a quiet moment.
         self._last_commit = 0.0

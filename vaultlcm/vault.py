@@ -50,6 +50,15 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _holds_anything(folder: Path) -> bool:
+    """Whether ``folder`` exists and holds an entry (one look, whatever it holds)."""
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
+
+
 class Vault:
     """An open vault: messages, summaries and the derived state that serves them."""
 
@@ -79,9 +88,13 @@ class Vault:
         self.settings = settings or load_settings(self.layout.settings_path, environ)
         self.clock = clock
         self.catalog = Catalog(self.root, self.layout.catalog_path, busy_timeout=self.settings.lock_timeout_seconds)
-        if notice is not None and self.catalog.started_over:
-            notice(f"the catalog at {self.layout.catalog_path} {self.catalog.started_over}: reading it again from "
-                   "the files, once (a few minutes at a million messages)")
+        if notice is not None:
+            if self.catalog.started_over:
+                notice(f"the catalog at {self.layout.catalog_path} {self.catalog.started_over}: reading it again "
+                       "from the files, once (a few minutes at a million messages)")
+            elif self.catalog.created and _holds_anything(self.layout.conversations_dir):
+                notice(f"there is no catalog at {self.layout.catalog_path} yet (a fresh clone, or its folder was "
+                       "deleted): building it from the files, once (a few minutes at a million messages)")
         self.log = MessageLog(
             self.layout,
             self.catalog,
