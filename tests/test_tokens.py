@@ -153,6 +153,52 @@ def test_long_runs_of_spaces_and_long_words_are_counted_whole() -> None:
         assert tokens.count_by_words(text) == len(tokens.encoding().encode(text, disallowed_special=()))
 
 
+def _truncated_whole(text: str, max_tokens: int) -> str:
+    """What truncate_to_tokens gave before it read heads: the whole text encoded, its first tokens decoded."""
+    enc = tokens.encoding()
+    ids = enc.encode(text, disallowed_special=())
+    return text if len(ids) <= max_tokens else enc.decode(ids[:max_tokens]).rstrip("\ufffd")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(st.lists(st.one_of(st.sampled_from(_WORDISH), st.sampled_from([" ", "  ", "a ", " \n", "\t "]),
+                                    st.text(max_size=6)), min_size=1, max_size=120),
+                 st.integers(1, 60)).map(lambda drawn: "".join(drawn[0]) * drawn[1]),  # long enough for heads
+       st.integers(1, 40))
+@example(" " * 5000, 7)
+@example("a " * 3000, 40)
+@example("x" * 5000 + " y", 3)
+@example("\n " * 2000, 11)
+@example("é " + "\u00a0 " * 2000, 5)
+@example("word " * 40 + "😀" * 3000, 60)
+def test_a_head_of_the_text_truncates_as_the_whole_text_does(text: str, max_tokens: int) -> None:
+    assert tokens.truncate_to_tokens(text, max_tokens) == _truncated_whole(text, max_tokens)
+    # Heads as short as the tokens wanted, so that the drawn texts (mostly short) are cut in heads
+    # anywhere, at any kind of white space, and not only past a few hundred characters.
+    saved = tokens.HEAD_CHARS_PER_TOKEN, tokens.HEAD_EXTRA_CHARS
+    tokens.HEAD_CHARS_PER_TOKEN, tokens.HEAD_EXTRA_CHARS = 1, 0
+    try:
+        assert tokens.truncate_to_tokens(text, max_tokens) == _truncated_whole(text, max_tokens)
+        # what makes it so: every token of a head is the whole text's token at its place
+        enc = tokens.encoding()
+        head = tokens._head_ids(enc, text, max_tokens)
+        if head is not None:
+            assert head == enc.encode(text, disallowed_special=())[: len(head)] and len(head) > max_tokens
+    finally:
+        tokens.HEAD_CHARS_PER_TOKEN, tokens.HEAD_EXTRA_CHARS = saved
+
+
+def test_truncating_a_long_text_reads_only_a_head(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keeping the first tokens of a megabyte tool result encodes a few kilobytes, not the megabyte."""
+    spy = _EncodeSpy(tokens.encoding(), 100_000)
+    monkeypatch.setattr(tokens, "_encoding", spy)
+    text = "".join(f"[{i}] compiling module_{i}.c ... ok\n" for i in range(40_000))  # 1.2 MB
+    assert tokens.truncate_to_tokens(text, 2_000) == _truncated_whole(text, 2_000)
+    assert spy.calls == 1  # the reference's own encoding, not truncate_to_tokens'
+    unbroken = "x" * 200_000  # no cut in sight: the whole text is encoded, as before
+    assert tokens.truncate_to_tokens(unbroken, 50) == _truncated_whole(unbroken, 50) and spy.calls == 3
+
+
 def test_remembered_word_pieces_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from vaultlcm.memo import Generations
 
