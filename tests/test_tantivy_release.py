@@ -63,16 +63,22 @@ def _wordy_doc(i: int, rng: random.Random, vocab: list[str]) -> IndexDoc:
                     at=float(i), seq=i + 1)
 
 
+#: Documents of the index whose pages are watched: enough that searching it touches several times what opening it does.
+DOCS = 40_000
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps")
 def test_an_idle_searcher_unmaps_what_a_search_touched(tmp_path: Path, quick_release: float) -> None:
-    # Opening an index maps every segment and touches a few hundred KiB of it (the kernel maps
-    # neighbouring cached pages on each fault), and tantivy may keep one such set of maps a
-    # while after its index object is dropped. The searches below touch several MiB across the
-    # postings, the term dictionary and the store, so what a release must let go of dwarfs both.
+    # Opening an index maps every segment and touches about a MiB of it (the kernel maps
+    # neighbouring cached pages on each fault; 2.2 MiB was seen on a loaded host), and tantivy may
+    # keep one or two such sets of maps a while after its index object is dropped. The searches
+    # below touch the whole index (about 13 MiB across the postings, the term dictionary and the
+    # store), so what a release must let go of dwarfs those. (With 20,000 documents the index
+    # was 7 MiB and a slow host's open alone came within 4x of it.)
     rng = random.Random(0)
     vocab = [f"w{n:04d}" for n in range(3000)]
     built = open_index("tantivy", tmp_path / "ix", commit_interval=0.0)
-    built.add(_wordy_doc(i, rng, vocab) for i in range(20_000))
+    built.add(_wordy_doc(i, rng, vocab) for i in range(DOCS))
     built.close()  # waits for the writer's merges: none runs (mapping files of its own) during the test
     ix = open_index("tantivy", tmp_path / "ix", commit_interval=0.0)
     assert isinstance(ix, tantivy_backend.TantivyIndex)
@@ -80,7 +86,7 @@ def test_an_idle_searcher_unmaps_what_a_search_touched(tmp_path: Path, quick_rel
         opened = _mapped_kib(tmp_path / "ix")
         for word in vocab[::10]:
             assert ix.count_matches(word).total > 0
-        for i in range(0, 20_000, 100):
+        for i in range(0, DOCS, 100):
             assert ix.search(f"marker{i:05d}")[0].id == f"m-{i:016x}"
         searched = _mapped_by_file(tmp_path / "ix")
         touched = sum(searched.values())
