@@ -160,9 +160,15 @@ def _truncated_whole(text: str, max_tokens: int) -> str:
     return text if len(ids) <= max_tokens else enc.decode(ids[:max_tokens]).rstrip("\ufffd")
 
 
+#: Pieces of texts with no spaces at all (minified JSON, base64, paths, numbers), where a head can only be
+#: cut after a letter or digit that punctuation follows.
+_UNSPACED = ['{"', '":', '","', '"}', "},{", "[1,", "2]", "0.5", "1e-3", "Zm9v", "+/", "==", "a/b", "x_y", "-->", "()",
+             "a.b", "12,", "'s", "ab'", "\\u00e9", "\\n", "é:", "٣-", "_:", "__.", "café", "ação", "9٣"]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.tuples(st.lists(st.one_of(st.sampled_from(_WORDISH), st.sampled_from([" ", "  ", "a ", " \n", "\t "]),
-                                    st.text(max_size=6)), min_size=1, max_size=120),
+                                    st.sampled_from(_UNSPACED), st.text(max_size=6)), min_size=1, max_size=120),
                  st.integers(1, 60)).map(lambda drawn: "".join(drawn[0]) * drawn[1]),  # long enough for heads
        st.integers(1, 40))
 @example(" " * 5000, 7)
@@ -171,6 +177,11 @@ def _truncated_whole(text: str, max_tokens: int) -> str:
 @example("\n " * 2000, 11)
 @example("é " + "\u00a0 " * 2000, 5)
 @example("word " * 40 + "😀" * 3000, 60)
+@example('[{"id":1,"name":"item1"},' * 300, 25)
+@example("Zm9vYmFy+/" * 500 + "==", 9)
+@example("123," * 2000, 4)
+@example("café, " * 3000, 5)  # an ASCII letter before a letter that is not: no cut there ("caf|é" merges apart)
+@example("x__:" * 2000, 5)  # an underscore is punctuation to the pre-tokenizer: no cut after it
 def test_a_head_of_the_text_truncates_as_the_whole_text_does(text: str, max_tokens: int) -> None:
     assert tokens.truncate_to_tokens(text, max_tokens) == _truncated_whole(text, max_tokens)
     # Heads as short as the tokens wanted, so that the drawn texts (mostly short) are cut in heads
@@ -197,6 +208,9 @@ def test_truncating_a_long_text_reads_only_a_head(monkeypatch: pytest.MonkeyPatc
     assert spy.calls == 1  # the reference's own encoding, not truncate_to_tokens'
     unbroken = "x" * 200_000  # no cut in sight: the whole text is encoded, as before
     assert tokens.truncate_to_tokens(unbroken, 50) == _truncated_whole(unbroken, 50) and spy.calls == 3
+    # No spaces, but a cut after every letter or digit that punctuation follows (minified JSON)
+    minified = ",".join(f'{{"id":{i},"name":"item{i}","ok":true}}' for i in range(30_000))  # 1 MB
+    assert tokens.truncate_to_tokens(minified, 2_000) == _truncated_whole(minified, 2_000) and spy.calls == 4
 
 
 def test_remembered_word_pieces_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,6 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+import regex
+
 from .errors import VaultLCMError
 from .memo import Generations
 
@@ -210,6 +212,8 @@ _WORDS: Generations[str | tuple[str], int] = Generations(WORD_MEMO_SIZE)
 CUT_MIN_CHARS = 24
 #: An ASCII letter or digit followed by an ASCII mark: the pre-tokenizer always cuts after it.
 _ALNUM_BEFORE_MARK = re.compile(r"[A-Za-z0-9](?=[!-/:-@\[-`{-~])")
+#: The same, searched from the end (the last cut of a head).
+_LAST_ALNUM_BEFORE_MARK = regex.compile(r"(?r)[A-Za-z0-9](?=[!-/:-@\[-`{-~])")
 
 
 def _cut_count(piece: str) -> int:
@@ -388,17 +392,21 @@ def _head_ids(enc: "tiktoken.Encoding", text: str, max_tokens: int) -> list[int]
     """The tokens of a head of ``text`` that holds more than ``max_tokens`` of them, the first ones being
     those of the whole text; None when no head much shorter than the text does.
 
-    The head ends before a space (U+0020) that follows a character other than white space: the
-    pre-tokenizer always cuts there and nothing it reads past the cut changes a piece before it
-    (see :func:`count_by_words`), so the tokens of the whole text are the head's followed by the
-    rest's. Keeping the first thousand tokens of a megabyte tool result then encodes a few
-    kilobytes instead of all of it (0.1-0.7 s).
+    The head ends where the pre-tokenizer always cuts and nothing it reads past the cut changes a
+    piece before it: before a space (U+0020) that follows a character other than white space (see
+    :func:`count_by_words`), or after an ASCII letter or digit that ASCII punctuation follows (see
+    :func:`_cut_count`: minified JSON and base64 have no spaces). So the tokens of the whole text
+    are the head's followed by the rest's. Keeping the first thousand tokens of a megabyte tool
+    result then encodes a few kilobytes instead of all of it (0.1-0.7 s).
     """
     window = max_tokens * HEAD_CHARS_PER_TOKEN + HEAD_EXTRA_CHARS
     while 2 * window < len(text):
         cut = text.rfind(" ", 1, window)
         while cut > 0 and text[cut - 1].isspace():
             cut = text.rfind(" ", 1, cut)
+        mark = _LAST_ALNUM_BEFORE_MARK.search(text, 0, window + 1)
+        if mark is not None:
+            cut = max(cut, mark.end())
         if cut > 0:
             ids = enc.encode(text[:cut], disallowed_special=())
             if len(ids) > max_tokens:
