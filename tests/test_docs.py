@@ -65,3 +65,47 @@ print(__import__("json").dumps(sorted(m for m in sys.modules if m.split(".")[0] 
     assert p.returncode == 0, p.stderr
     loaded = json.loads(p.stdout.strip().splitlines()[-1])
     assert loaded == [], f"`vaultlcm --help` imported {loaded}; import them inside the commands that need them"
+
+
+#: Loaded by compaction (its module, the digest's phrase and fact patterns, the prompts), not before.
+COMPACTION_ONLY = ("vaultlcm.compaction", "vaultlcm.summarizers.digest", "vaultlcm.summarizers.facts",
+                   "vaultlcm.summarizers.phrases", "vaultlcm.summarizers.prompts", "vaultlcm.summarizers.anthropic",
+                   "vaultlcm.summarizers.openai_compat")
+
+
+def test_commands_that_read_or_append_do_not_load_compaction(tmp_path: Path) -> None:
+    """An agent that runs `vaultlcm grep` or `ingest` per call pays every import each time: what only
+    compaction needs (a tenth of a command's start-up) is loaded by `compact` and `doctor`, not by them."""
+    (tmp_path / "m.jsonl").write_text('{"role": "user", "content": "please deploy the billing service"}\n',
+                                      encoding="utf-8")
+    code = f"""
+import contextlib, io, json, sys
+import vaultlcm.cli
+watched = {COMPACTION_ONLY!r}
+
+def run(*args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            vaultlcm.cli.cli.main(list(args), prog_name="vaultlcm")
+        except SystemExit as exc:
+            assert exc.code in (0, None), (args, exc.code)
+    return out.getvalue()
+
+run("init", "v")
+run("--vault", "v", "ingest", "m.jsonl", "-c", "c")
+hit = json.loads(run("--vault", "v", "grep", "deploy", "--json"))["hits"][0]["id"]
+run("--vault", "v", "status")
+run("--vault", "v", "assemble", "-c", "c", "--budget", "2000")
+for command in ("describe", "expand", "show"):
+    run("--vault", "v", command, hit)
+run("--vault", "v", "export", "-c", "c")
+print(json.dumps(sorted(m for m in sys.modules if m in watched)))
+run("--vault", "v", "compact", "-c", "c", "--force")
+print(json.dumps(sorted(m for m in sys.modules if m in watched)))
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    before, after = (json.loads(line) for line in p.stdout.strip().splitlines()[-2:])
+    assert before == [], f"a command that neither compacts nor checks the vault loaded {before}"
+    assert "vaultlcm.compaction" in after and "vaultlcm.summarizers.digest" in after  # the watch is real

@@ -45,6 +45,9 @@ from filelock import FileLock, Timeout
 from .tail import find_tail
 from .catalog import MessageRow
 from .dag import ActiveItem, Dag, SummaryRow
+# item_tokens and the overheads live beside ActiveItem (status reads them without loading compaction);
+# named here too, where compaction's callers have always found them.
+from .dag_rows import MESSAGE_OVERHEAD_TOKENS, SUMMARY_OVERHEAD_TOKENS, item_tokens
 from .errors import LockTimeoutError, SummarizerError, ValidationProblem
 from .messages import Message, format_timestamp
 from .msglog import MessageLog
@@ -65,9 +68,6 @@ from .summary_notes import (
     summary_link,
 )
 
-#: Tokens the ``<summary …>`` wrapper adds around a summary body in the assembled context.
-SUMMARY_OVERHEAD_TOKENS = 60
-MESSAGE_OVERHEAD_TOKENS = 4
 #: Most children of a condensed node above depth 1 (see :meth:`Compactor.max_fanin`).
 UPPER_FANIN = 4
 #: A summary must cost at most this share of what it replaces in the context ("clearly smaller").
@@ -107,13 +107,6 @@ def message_for_summary(msg: Message) -> str:
         else:
             out.append(f"[{kind}] {json.dumps(block, ensure_ascii=False)[:500]}")
     return f"{msg.role}: " + "\n".join(out)
-
-
-def item_tokens(item: ActiveItem) -> int:
-    if item.summary is not None:
-        return item.summary.token_count + SUMMARY_OVERHEAD_TOKENS
-    assert item.message is not None
-    return item.message.tokens + MESSAGE_OVERHEAD_TOKENS
 
 
 @dataclass

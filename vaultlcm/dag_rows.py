@@ -115,6 +115,20 @@ class ActiveItem:
         return self.summary.id if self.summary else self.message.id  # type: ignore[union-attr]
 
 
+#: Tokens the ``<summary …>`` wrapper adds around a summary body in the assembled context.
+SUMMARY_OVERHEAD_TOKENS = 60
+#: Tokens a raw message's framing adds in the assembled context.
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+def item_tokens(item: ActiveItem) -> int:
+    """What ``item`` costs in the active context, by the catalog's counts (compaction's measure and ``status``')."""
+    if item.summary is not None:
+        return item.summary.token_count + SUMMARY_OVERHEAD_TOKENS
+    assert item.message is not None
+    return item.message.tokens + MESSAGE_OVERHEAD_TOKENS
+
+
 @dataclass
 class DagProblem:
     path: str

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from . import formats, gitsync
 from .assembly import AssembledContext, Assembler
 from .catalog import Catalog
-from .compaction import CompactionReport, Compactor
 from .dag import Dag
 from .indexing import IndexKeeper, parse_when
 from .errors import GitError, InputFormatError, NotFoundError, StorageError, UsageError, VaultLCMError
@@ -35,6 +34,7 @@ from .settings import Settings, default_toml, load_settings
 from .upkeep import tidy
 
 if TYPE_CHECKING:
+    from .compaction import CompactionReport, Compactor
     from .history import History
     from .recall import ContextView
     from .secrets import Redactor
@@ -106,7 +106,7 @@ class Vault:
         self.indexer = IndexKeeper(self.layout, self.settings, self.catalog, self.log, self.dag,
                                    conversations=self.conversations, sync=self.sync, redact=self._redact_text,
                                    notice=notice)
-        self.compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, clock)
+        self._compactor: Compactor | None = None
         self.assembler = Assembler(self.log, self.dag, self.settings)
         self._lock = threading.RLock()
         self._closed = False
@@ -114,6 +114,18 @@ class Vault:
         self.created_files: list[str] = []
         self.init_report: InitReport | None = None
         self._redactor: Any = False  # built on first use (compiles the secret rules)
+
+    @property
+    def compactor(self) -> Compactor:
+        """Compaction, made on first use: its module and the summarizers' (a tenth of a command's start-up)
+        are not loaded by the commands that only read or append."""
+        if self._compactor is None:
+            with self._lock:
+                if self._compactor is None:
+                    from .compaction import Compactor
+
+                    self._compactor = Compactor(self.log, self.dag, self.settings, self._make_summarizer, self.clock)
+        return self._compactor
 
     def _redact_text(self, text: str) -> str:
         redactor = self.redactor
@@ -587,7 +599,7 @@ class Vault:
     def status(self) -> dict[str, Any]:
         """Per conversation: messages, tokens, days, time span, summaries, and the cut at the configured budget
         (estimated from the catalog's counts, see :meth:`Assembler.estimate`)."""
-        from .compaction import item_tokens
+        from .dag_rows import item_tokens
         from .redaction_tally import RedactionTally
 
         for conv in self.conversations():
