@@ -107,6 +107,8 @@ class Vault:
                                    conversations=self.conversations, sync=self.sync, redact=self._redact_text,
                                    notice=notice)
         self._compactor: Compactor | None = None
+        # Its own lock, not the vault's: a thread holding the vault's lock may wait on one making it.
+        self._compactor_lock = threading.Lock()
         self.assembler = Assembler(self.log, self.dag, self.settings)
         self._lock = threading.RLock()
         self._closed = False
@@ -120,7 +122,7 @@ class Vault:
         """Compaction, made on first use: its module and the summarizers' (a tenth of a command's start-up)
         are not loaded by the commands that only read or append."""
         if self._compactor is None:
-            with self._lock:
+            with self._compactor_lock:
                 if self._compactor is None:
                     from .compaction import Compactor
 
