@@ -35,8 +35,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import regex
-
 from .errors import VaultLCMError
 from .memo import Generations
 
@@ -212,8 +210,8 @@ _WORDS: Generations[str | tuple[str], int] = Generations(WORD_MEMO_SIZE)
 CUT_MIN_CHARS = 24
 #: An ASCII letter or digit followed by an ASCII mark: the pre-tokenizer always cuts after it.
 _ALNUM_BEFORE_MARK = re.compile(r"[A-Za-z0-9](?=[!-/:-@\[-`{-~])")
-#: The same, searched from the end (the last cut of a head).
-_LAST_ALNUM_BEFORE_MARK = regex.compile(r"(?r)[A-Za-z0-9](?=[!-/:-@\[-`{-~])")
+#: Everything up to the last such cut (a greedy match backs off from the end: the last cut of a head).
+_UP_TO_LAST_ALNUM_BEFORE_MARK = re.compile("(?s).*" + _ALNUM_BEFORE_MARK.pattern)
 
 
 def _cut_count(piece: str) -> int:
@@ -404,7 +402,7 @@ def _head_ids(enc: "tiktoken.Encoding", text: str, max_tokens: int) -> list[int]
         cut = text.rfind(" ", 1, window)
         while cut > 0 and text[cut - 1].isspace():
             cut = text.rfind(" ", 1, cut)
-        mark = _LAST_ALNUM_BEFORE_MARK.search(text, 0, window + 1)
+        mark = _UP_TO_LAST_ALNUM_BEFORE_MARK.match(text, 0, window + 1)
         if mark is not None:
             cut = max(cut, mark.end())
         if cut > 0:
