@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import dump_json, print_table  # noqa: E402
 
 from vaultlcm import Vault  # noqa: E402
-from vaultlcm.compaction import item_tokens  # noqa: E402
+from vaultlcm.dag_rows import item_tokens  # noqa: E402
 from vaultlcm.sample import SAMPLE_CONVERSATION as CONV  # noqa: E402
 from vaultlcm.sample import build_sample_vault  # noqa: E402
 

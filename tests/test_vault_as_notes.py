@@ -20,7 +20,7 @@ from obsidian_links import broken_links, obsidian_rename
 from people_vaults import SETTINGS
 from vaultlcm import Settings, Vault
 from vaultlcm.cli import cli
-from vaultlcm.compaction import item_tokens
+from vaultlcm.dag_rows import item_tokens
 
 
 def open_vault(root: Path) -> Vault:

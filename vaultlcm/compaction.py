@@ -45,8 +45,6 @@ from filelock import FileLock, Timeout
 from .tail import find_tail
 from .catalog import MessageRow
 from .dag import ActiveItem, Dag, SummaryRow
-# item_tokens and the overheads live beside ActiveItem (status reads them without loading compaction);
-# named here too, where compaction's callers have always found them.
 from .dag_rows import MESSAGE_OVERHEAD_TOKENS, SUMMARY_OVERHEAD_TOKENS, item_tokens
 from .errors import LockTimeoutError, SummarizerError, ValidationProblem
 from .messages import Message, format_timestamp

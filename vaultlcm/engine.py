@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from .assembly import AssembledContext
-from .compaction import CompactionReport, item_tokens
+from .compaction import CompactionReport
+from .dag_rows import item_tokens
 from .errors import IndexBackendError, UsageError, VaultLCMError
 from .messages import Message
 from .names import validate_conversation_name
