@@ -90,3 +90,53 @@ def test_prefixes_and_match_any_go_through_whoosh() -> None:
     assert not supported(parse_query("deploy*"), Filters())
     assert not supported(parse_query("deploy timeout"), Filters(match="any"))
     assert supported(parse_query('src/app.py "cache index" retry'), Filters())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", "src/app.py", "call_42"]), min_size=1, max_size=14),
+                     min_size=1, max_size=30),
+       data=st.data())
+def test_a_phrase_taken_from_a_document_matches_as_whoosh_says(tmp_path_factory, docs, data) -> None:
+    """Phrases cut from the documents themselves (so most match somewhere), from a small vocabulary (so
+    most documents hold every word of one, not always in order), with repeated and rare words anywhere
+    in them: the word-by-word check, rarest word first, must keep exactly the documents Whoosh keeps."""
+    path: Path = tmp_path_factory.mktemp("ix")
+    ix = open_index("whoosh", path, reset=True)
+    try:
+        ix.add([IndexDoc(id=f"m-{i}", kind="message", conversation="a", text=" ".join(ws), at=0.0, seq=i)
+                for i, ws in enumerate(docs)])
+        ix.flush()
+        source = data.draw(st.sampled_from(docs))
+        start = data.draw(st.integers(0, len(source) - 1))
+        words = source[start : start + data.draw(st.integers(1, 4))]
+        if data.draw(st.booleans()):
+            words = list(reversed(words))  # the same words, usually out of order
+        query = '"' + " ".join(words) + '"'
+        pq = parse_query(query)
+        filters = Filters(None, None, None, None)
+        if not supported(pq, filters):
+            return
+        searcher = ix._searcher  # type: ignore[attr-defined]
+        want = searcher.search(ix._query(pq, filters), limit=None)  # type: ignore[attr-defined]
+        got = dict(evaluate(searcher, pq, filters, ix._column("at")))  # type: ignore[attr-defined]
+        assert set(got) == set(want.docs()), query
+        for d, score in want.items():
+            assert math.isclose(got[d], score, rel_tol=1e-9), (query, d)
+    finally:
+        ix.close()
+
+
+@given(tf=st.floats(0.0, 1e6, allow_nan=False), fl=st.one_of(st.integers(0, 1 << 20), st.floats(0.0, 1e7)),
+       idf=st.floats(0.0, 50.0), avgfl=st.floats(0.01, 1e6), b=st.floats(0.0, 1.0), k1=st.floats(0.0, 10.0))
+def test_the_written_out_bm25_gives_whooshs_floats_exactly(tf, fl, idf, avgfl, b, k1) -> None:
+    from whoosh.scoring import BM25FScorer, bm25
+
+    from vaultlcm.index.whoosh_postings import _bm25_of
+
+    scorer = BM25FScorer.__new__(BM25FScorer)  # its constants set directly (its constructor asks a searcher)
+    scorer.idf, scorer.avgfl, scorer.B, scorer.K1 = idf, avgfl, b, k1
+    try:
+        want = bm25(idf, tf, fl, avgfl, b, k1)
+    except ZeroDivisionError:
+        return
+    assert _bm25_of(scorer)(tf, fl) == want  # equal floats, not close ones: the ranking must not move

@@ -5,10 +5,12 @@ an intersection per query, spans per phrase): several Python calls per posting
 per node, for every matching document, and again to count them. Most of grep's
 time on Whoosh went there (a two-word query at 10k messages: 1-2 s).
 
-:class:`PostingsQuery` reads each term's postings once per segment a block at a
+:func:`evaluate` reads each term's postings once per segment a block at a
 time (ids and weights come as arrays), intersects the clauses as Python sets
 (C loops), checks phrase positions only for the documents every word of the
-phrase is in, and scores only the documents that match every clause, with
+phrase is in (word by word, from the encoded positions the read of the word's
+postings kept, dropping a document at its first misplaced word), and scores only
+the documents that match every clause, with
 Whoosh's own BM25F scorer objects (global idf and average length, the segment's
 field length), so the scores are Whoosh's. One evaluation serves both the page
 (a heap of the best ``n``) and the count (by kind, by day).
@@ -20,11 +22,15 @@ anything else (prefixes, ``match="any"``) goes through Whoosh's matchers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import accumulate
+from pickle import loads
 from typing import Any
 
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, _lenfield
+from whoosh.formats import Positions
 from whoosh.matching.wrappers import FilterMatcher
-from whoosh.scoring import BM25FScorer, bm25
+from whoosh.scoring import BM25FScorer
 from whoosh.util.numeric import byte_to_length
 
 from .base import Filters
@@ -55,6 +61,8 @@ class _Segment:
         self.deleted = set(reader.deleted_docs_set) if reader.has_deletions() else set()
         self._postings: dict[str, dict[int, float]] = {}
         self._positions: dict[str, dict[int, list[int]]] = {}
+        #: ``docnum -> encoded positions`` of a phrase's words, kept from reading their postings.
+        self._values: dict[str, dict[int, bytes]] = {}
         self._scorers: dict[str, Any] = {}
 
     def _matcher(self, field: str, term: str) -> Any:
@@ -75,14 +83,22 @@ class _Segment:
             m._next_block()
         return out - self.deleted
 
-    def postings(self, term: str) -> dict[int, float]:
-        """``docnum -> weight`` (term frequency) of the live documents holding ``term``."""
+    def postings(self, term: str, *, values: bool = False) -> dict[int, float]:
+        """``docnum -> weight`` (term frequency) of the live documents holding ``term``.
+
+        ``values``: also keep each posting's encoded positions (a phrase's words), which the same
+        read of a block has already unpickled, so :meth:`positions` needs no second read of it.
+        """
         got = self._postings.get(term)
         if got is None:
             got = {}
+            kept: dict[int, bytes] | None = self._values.setdefault(term, {}) if values else None
             m = self._matcher(self.field, term)
             while m is not None and m.is_active():
-                got.update(zip(_block(m, "ids"), _block(m, "weights")))
+                ids = _block(m, "ids")
+                got.update(zip(ids, _block(m, "weights")))
+                if kept is not None:
+                    kept.update(zip(ids, _block(m, "values")))
                 m._next_block()
             for d in self.deleted.intersection(got):
                 del got[d]
@@ -93,11 +109,18 @@ class _Segment:
         """The positions of ``term`` in each of ``docs`` that holds it."""
         known = self._positions.setdefault(term, {})
         wanted = docs.difference(known)
-        if wanted:
+        kept = self._values.get(term)
+        if wanted and kept is not None:
+            decode = self._decoder()
+            for d in wanted:
+                value = kept.get(d)
+                if value is not None:
+                    known[d] = decode(value)
+        elif wanted:
             m = self._matcher(self.field, term)
             if m is None:
                 return {d: known[d] for d in docs if d in known}
-            decode = m.format.decoder("positions")
+            decode = self._decoder()
             while m.is_active() and wanted:
                 ids = _block(m, "ids")
                 if wanted.intersection(ids):
@@ -108,6 +131,10 @@ class _Segment:
                             wanted.discard(d)
                 m._next_block()
         return {d: known[d] for d in docs if d in known}
+
+    def _decoder(self) -> Callable[[bytes], list[int]]:
+        fmt = self.reader.schema[self.field].format
+        return _decode_positions if type(fmt) is Positions else fmt.decoder("positions")  # type: ignore[no-any-return]
 
     def scorer(self, term: str) -> Any:
         s = self._scorers.get(term)
@@ -131,10 +158,16 @@ def _block(m: Any, what: str) -> Any:
     return m._values[m._i:]
 
 
+def _decode_positions(value: bytes) -> list[int]:
+    """``Positions.decode_positions`` without its per-call overhead: a 4-byte count, then the gaps
+    between positions pickled (Whoosh's block may have cut the pickle's final ``.``)."""
+    return list(accumulate(loads(value[4:] if value.endswith(b".") else value[4:] + b".")))
+
+
 def _phrase_docs(seg: _Segment, words: tuple[str, ...], within: set[int] | None) -> set[int]:
     """The documents holding ``words`` at consecutive positions (limited to ``within``)."""
     docs: set[int] | None = None
-    for w in sorted(set(words), key=lambda w: len(seg.postings(w))):  # rarest first: smallest sets
+    for w in sorted(set(words), key=lambda w: len(seg.postings(w, values=True))):  # rarest first: smallest sets
         got = seg.postings(w).keys()
         docs = set(got) if docs is None else docs.intersection(got)
         if within is not None:
@@ -142,17 +175,22 @@ def _phrase_docs(seg: _Segment, words: tuple[str, ...], within: set[int] | None)
         if not docs:
             return set()
     assert docs is not None
-    positions = [seg.positions(w, docs) for w in words]
-    out = set()
-    for d in docs:
-        starts = set(positions[0][d])
-        for k in range(1, len(words)):
-            starts.intersection_update(p - k for p in positions[k][d])
+    # Word by word, rarest first, keeping for each document the phrase's possible starts: a document
+    # is dropped as soon as one word is not where the phrase needs it, and the later words' positions
+    # are decoded only for the documents left.
+    order = sorted(range(len(words)), key=lambda k: len(seg.postings(words[k])))
+    first = order[0]
+    alive = {d: {p - first for p in ps} for d, ps in seg.positions(words[first], docs).items()}
+    for k in order[1:]:
+        if not alive:
+            break
+        at = seg.positions(words[k], set(alive))
+        for d in list(alive):
+            starts = alive[d]
+            starts.intersection_update(p - k for p in at.get(d, ()))
             if not starts:
-                break
-        if starts:
-            out.add(d)
-    return out
+                del alive[d]
+    return set(alive)
 
 
 def _options(node: QNode) -> tuple[QNode, ...]:
@@ -175,10 +213,15 @@ def _weights(seg: _Segment, node: QNode) -> list[tuple[dict[int, float], Any]]:
 
 
 def _bm25_of(scorer: Any) -> Any:
-    """The scorer's BM25 as a plain function of (weight, length), without a method call per document."""
+    """The scorer's BM25 as a plain function of (weight, length), without a method call per document.
+
+    Whoosh's ``bm25`` written out with its constants' parts computed once: the same operations in
+    the same order, so the same floats (a call less per document and word; a common word has 50k).
+    """
     if isinstance(scorer, BM25FScorer):
         idf, avgfl, b, k1 = scorer.idf, scorer.avgfl, scorer.B, scorer.K1
-        return lambda weight, length: bm25(idf, weight, length, avgfl, b, k1)
+        k1_plus_1, one_minus_b = k1 + 1, 1 - b
+        return lambda tf, fl: idf * ((tf * k1_plus_1) / (tf + k1 * (one_minus_b + b * fl / avgfl)))
     return scorer._score
 
 
@@ -199,11 +242,16 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
             for c in filters.conversations:
                 convs |= seg.ids("conversation", c)
             within = convs if within is None else within & convs
-        # Cheapest clause first: its set bounds every later one.
+        # Cheapest clause first: its set bounds every later one. Each option's documents are kept for
+        # the scoring below: the final set is a subset of the one each option was evaluated within, so
+        # what it holds of them is what evaluating the option again would give (a phrase's positions twice).
+        found: dict[int, set[int]] = {}  # by id() of the option (a node may be equal to another one)
         for clause in sorted(pq.clauses, key=lambda c: _cost(seg, c)):
             docs: set[int] = set()
             for option in _options(clause):
-                docs |= _option_docs(seg, option, within)
+                got = _option_docs(seg, option, within)
+                found[id(option)] = got
+                docs |= got
             within = docs
             if not within:
                 break
@@ -217,7 +265,8 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
             continue
         options = []
         for option in (o for clause in pq.clauses for o in _options(clause)):
-            docs = _option_docs(seg, option, within)
+            # Only the documents of ``within`` are scored below, so the option's own set is enough.
+            docs = found[id(option)]  # (in the query's order: the scores add up as before)
             if docs:  # (a word missing from this segment has no scorer here)
                 options.append((docs, [(post, _bm25_of(scorer)) for post, scorer in _weights(seg, option)]))
         length_of = _field_lengths(reader)
