@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -62,6 +63,9 @@ def test_postings_evaluation_equals_whoosh_matchers(
         assert set(got) == set(want)
         for d, score in want.items():
             assert math.isclose(got[d], score, rel_tol=1e-9), (d, got[d], score)
+        # Scored from the table of lengths or by a call per document and word: the very same floats.
+        with patch("vaultlcm.index.whoosh_postings._score_by_table", return_value=False):
+            assert dict(evaluate(searcher, pq, filters, at)) == got
         # Counting takes the same evaluation; search and count agree.
         assert ix.count_matches(query, kind=kind, conversations=convs, since=since).total == len(want)
         hits = ix.search(query, kind=kind, conversations=convs, since=since, limit=len(want) + 5)

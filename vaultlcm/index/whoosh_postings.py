@@ -268,8 +268,11 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
             # Only the documents of ``within`` are scored below, so the option's own set is enough.
             docs = found[id(option)]  # (in the query's order: the scores add up as before)
             if docs:  # (a word missing from this segment has no scorer here)
-                options.append((docs, [(post, _bm25_of(scorer)) for post, scorer in _weights(seg, option)]))
+                options.append((docs, _weights(seg, option)))
+        if _score_by_table(out, within, offset, options, reader):
+            continue
         length_of = _field_lengths(reader)
+        options = [(docs, [(post, _bm25_of(scorer)) for post, scorer in words]) for docs, words in options]
         for d in within:
             length = length_of(d)
             score = 0.0
@@ -283,15 +286,66 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
     return out
 
 
-def _field_lengths(reader: Any) -> Any:
-    """``docnum -> reader.doc_field_length(docnum, "text", 1)`` for one segment, its length column read
-    in one piece (a call per document through Whoosh's column readers cost a fifth of an evaluation)."""
+def _score_by_table(out: Matches, within: set[int], offset: int,
+                    options: list[tuple[set[int], list[tuple[dict[int, float], Any]]]], reader: Any) -> bool:
+    """Score ``within`` into ``out`` the way Whoosh's BM25F does, without a call per document and word;
+    False (nothing added) where this does not apply.
+
+    Whoosh's ``bm25(idf, tf, fl, avgfl, B, K1)`` is ``idf * ((tf * (K1 + 1)) / (tf + K1 * ((1 - B) +
+    B * fl / avgfl)))``. Every word shares ``avgfl``, ``B`` and ``K1`` (they belong to the field), and
+    ``fl`` is one of the 255 lengths a length byte stands for, so the part after ``tf +`` is computed
+    once per length byte, by the same operations in the same order: the same floats as Whoosh's.
+    """
+    raw = _length_bytes(reader)
+    scorers = [scorer for _docs, words in options for _post, scorer in words]
+    if raw is None or not scorers or any(type(sc) is not BM25FScorer for sc in scorers):
+        return False
+    avgfl, b, k1 = scorers[0].avgfl, scorers[0].B, scorers[0].K1
+    if any((sc.avgfl, sc.B, sc.K1) != (avgfl, b, k1) for sc in scorers):
+        return False
+    k1_plus_1 = k1 + 1
+    try:
+        norm: list[float | None] = [None] + [k1 * ((1 - b) + b * fl / avgfl) for fl in _LENGTHS[1:]]  # type: ignore[operator]
+    except ZeroDivisionError:
+        return False
+    table = [(docs, [(post, sc.idf) for post, sc in words]) for docs, words in options]
+    scored: Matches = []
+    append = scored.append
+    try:
+        for d in within:
+            k = norm[raw[d]]
+            score = 0.0
+            for docs, words in table:
+                if d in docs:
+                    part = 0.0
+                    for post, idf in words:
+                        tf = post[d]
+                        part += idf * ((tf * k1_plus_1) / (tf + k))  # type: ignore[operator]
+                    score += part
+            append((offset + d, score))
+    except (IndexError, TypeError):
+        return False  # a length Whoosh reads as None (byte 0, or past the column): the general path's case
+    out.extend(scored)
+    return True
+
+
+def _length_bytes(reader: Any) -> bytes | None:
+    """The segment's length column of the text field, one byte per document (None: another codec)."""
     try:
         col = reader._perdoc._cached_reader(_lenfield("text"), LENGTHS_COLUMN)
         raw = col._dbfile.get(col._basepos, col._count) if col is not None else None
-    except AttributeError:  # another codec: ask per document
-        raw = col = None
+    except AttributeError:
+        return None
     if raw is None or col._fixedlen != 1:
+        return None
+    return bytes(raw)
+
+
+def _field_lengths(reader: Any) -> Any:
+    """``docnum -> reader.doc_field_length(docnum, "text", 1)`` for one segment, its length column read
+    in one piece (a call per document through Whoosh's column readers cost a fifth of an evaluation)."""
+    raw = _length_bytes(reader)
+    if raw is None:  # another codec: ask per document
         return lambda d: reader.doc_field_length(d, "text", 1)
     table = _LENGTHS
     n = len(raw)
