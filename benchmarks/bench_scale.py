@@ -39,6 +39,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -637,7 +638,14 @@ def write_docs(results: list[dict[str, Any]], command: str, docs: Path) -> list[
     return [page, chart, raw]
 
 
+def _stop_on_sigterm(_signum: int, _frame: Any) -> None:
+    # Raised inside subprocess.run, which then kills the child it waits on: a run stopped with kill
+    # (SIGTERM) leaves no build child behind, still writing into the kept build's folder.
+    raise SystemExit(143)
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--backends", nargs="+", choices=["whoosh", "tantivy"], default=["whoosh", "tantivy"],
