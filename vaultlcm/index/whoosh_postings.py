@@ -30,7 +30,7 @@ from typing import Any
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, _lenfield
 from whoosh.formats import Positions
 from whoosh.matching.wrappers import FilterMatcher
-from whoosh.scoring import BM25FScorer
+from whoosh.scoring import BM25FScorer, bm25
 from whoosh.util.numeric import byte_to_length
 
 from .base import Filters
@@ -110,17 +110,16 @@ class _Segment:
         known = self._positions.setdefault(term, {})
         wanted = docs.difference(known)
         kept = self._values.get(term)
-        if wanted and kept is not None:
-            decode = self._decoder()
+        decode = self._decoder() if wanted else None
+        if decode is not None and kept is not None:
             for d in wanted:
                 value = kept.get(d)
                 if value is not None:
                     known[d] = decode(value)
-        elif wanted:
+        elif decode is not None:
             m = self._matcher(self.field, term)
             if m is None:
                 return {d: known[d] for d in docs if d in known}
-            decode = self._decoder()
             while m.is_active() and wanted:
                 ids = _block(m, "ids")
                 if wanted.intersection(ids):
@@ -166,8 +165,10 @@ def _decode_positions(value: bytes) -> list[int]:
 
 def _phrase_docs(seg: _Segment, words: tuple[str, ...], within: set[int] | None) -> set[int]:
     """The documents holding ``words`` at consecutive positions (limited to ``within``)."""
+    # Rarest word first: the smallest sets, and the fewest positions decoded below.
+    order = sorted(range(len(words)), key=lambda k: len(seg.postings(words[k], values=True)))
     docs: set[int] | None = None
-    for w in sorted(set(words), key=lambda w: len(seg.postings(w, values=True))):  # rarest first: smallest sets
+    for w in dict.fromkeys(words[k] for k in order):
         got = seg.postings(w).keys()
         docs = set(got) if docs is None else docs.intersection(got)
         if within is not None:
@@ -175,10 +176,9 @@ def _phrase_docs(seg: _Segment, words: tuple[str, ...], within: set[int] | None)
         if not docs:
             return set()
     assert docs is not None
-    # Word by word, rarest first, keeping for each document the phrase's possible starts: a document
-    # is dropped as soon as one word is not where the phrase needs it, and the later words' positions
-    # are decoded only for the documents left.
-    order = sorted(range(len(words)), key=lambda k: len(seg.postings(words[k])))
+    # Word by word, keeping for each document the phrase's possible starts: a document is dropped as
+    # soon as one word is not where the phrase needs it, and the later words' positions are decoded
+    # only for the documents left.
     first = order[0]
     alive = {d: {p - first for p in ps} for d, ps in seg.positions(words[first], docs).items()}
     for k in order[1:]:
@@ -213,16 +213,17 @@ def _weights(seg: _Segment, node: QNode) -> list[tuple[dict[int, float], Any]]:
 
 
 def _bm25_of(scorer: Any) -> Any:
-    """The scorer's BM25 as a plain function of (weight, length), without a method call per document.
-
-    Whoosh's ``bm25`` written out with its constants' parts computed once: the same operations in
-    the same order, so the same floats (a call less per document and word; a common word has 50k).
-    """
+    """The scorer's BM25 as a plain function of (weight, length), without a method call per document."""
     if isinstance(scorer, BM25FScorer):
         idf, avgfl, b, k1 = scorer.idf, scorer.avgfl, scorer.B, scorer.K1
-        k1_plus_1, one_minus_b = k1 + 1, 1 - b
-        return lambda tf, fl: idf * ((tf * k1_plus_1) / (tf + k1 * (one_minus_b + b * fl / avgfl)))
+        return lambda weight, length: bm25(idf, weight, length, avgfl, b, k1)
     return scorer._score
+
+
+def _length_norm(k1: float, b: float, avgfl: float, fl: int) -> float:
+    """The part of Whoosh's ``bm25`` that depends on the length alone, by its operations in its order:
+    ``bm25(idf, tf, fl, avgfl, B, K1) == idf * ((tf * (K1 + 1)) / (tf + _length_norm(K1, B, avgfl, fl)))``."""
+    return k1 * ((1 - b) + b * fl / avgfl)
 
 
 def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, scored: bool = True) -> Matches:
@@ -305,7 +306,7 @@ def _score_by_table(out: Matches, within: set[int], offset: int,
         return False
     k1_plus_1 = k1 + 1
     try:
-        norm: list[float | None] = [None] + [k1 * ((1 - b) + b * fl / avgfl) for fl in _LENGTHS[1:]]  # type: ignore[operator]
+        norm: list[float | None] = [None, *(_length_norm(k1, b, avgfl, fl) for fl in _LENGTHS[1:] if fl is not None)]
     except ZeroDivisionError:
         return False
     table = [(docs, [(post, sc.idf) for post, sc in words]) for docs, words in options]
