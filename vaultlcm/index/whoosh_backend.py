@@ -37,11 +37,10 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from whoosh import columns, fields, index, query
+from whoosh import columns, fields, query
 from whoosh.analysis import Token, Tokenizer
 from whoosh.codec.whoosh3 import W3Codec, W3Segment
 from whoosh.collectors import TopCollector
-from whoosh.filedb.filestore import FileStorage
 from whoosh.matching.wrappers import RequireMatcher
 
 from ..procs import bind_forked_children, die_with_parent
@@ -50,6 +49,7 @@ from .base import Filters, Forget, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
 from .whoosh_postings import evaluate
 from .whoosh_postings import supported as postings_supported
+from .whoosh_storage import MappedStorage, create_in, open_dir
 from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, index_terms, iter_tokens
 
 #: Expand a prefix into at most this many scored terms; beyond it, match them all
@@ -192,13 +192,13 @@ class WhooshIndex(BufferedIndex):
     # -- open / create
 
     def _n_create(self) -> None:
-        self._ix = index.create_in(str(self.path), build_schema())
+        self._ix = create_in(str(self.path), build_schema())
         self._open_searcher()
         self._clean_merge_dirs()
 
     def _n_open(self) -> None:
         try:
-            ix = index.open_dir(str(self.path))
+            ix = open_dir(str(self.path))
         except BaseException:
             # Whoosh leaves the half-read table of contents open when it is corrupt;
             # close it now rather than warn at some random later point.
@@ -606,9 +606,9 @@ def merge_main(job_dir: str) -> None:
     with open(job / "job.pickle", "rb") as f:
         spec = pickle.load(f)
     schema = build_schema()
-    src = FileStorage(spec["index"])
+    src = MappedStorage(spec["index"])
     (job / "out").mkdir()
-    scratch = index.create_in(str(job / "out"), schema)
+    scratch = create_in(str(job / "out"), schema)
     w = SegmentWriter(scratch, _lk=False, codec=SecureIdCodec())
     for seg in spec["segments"]:
         reader = SegmentReader(src, schema, seg)
