@@ -63,8 +63,8 @@ def _apply(f, op):  # noqa: ANN001, ANN202 - both file kinds
 def test_a_mapped_part_reads_as_whooshs_copy_does(tmp_path_factory, data, lines, cut, ops) -> None:
     content = data + b"".join(lines) + data[::-1]
     folder: Path = tmp_path_factory.mktemp("st")
-    (folder / "f.bin").write_bytes(content)
-    whole = MappedStorage(str(folder)).open_file("f.bin")
+    (folder / "f.seg").write_bytes(content)
+    whole = MappedStorage(str(folder)).open_file("f.seg")
     try:
         assert isinstance(whole, _MappedFile)
         start = min(cut[0], len(content))
@@ -76,8 +76,8 @@ def test_a_mapped_part_reads_as_whooshs_copy_does(tmp_path_factory, data, lines,
         # A pickle read where it starts, as a block header is.
         payload = {"n": len(ops), "blob": content[:17]}
         blob = content[:5] + pickle.dumps(payload)
-        (folder / "p.bin").write_bytes(blob)
-        pf = MappedStorage(str(folder)).open_file("p.bin")
+        (folder / "p.seg").write_bytes(blob)
+        pf = MappedStorage(str(folder)).open_file("p.seg")
         pf.seek(len(content[:5]))
         assert pf.read_pickle() == payload
         assert pf.tell() == len(blob)
@@ -86,9 +86,21 @@ def test_a_mapped_part_reads_as_whooshs_copy_does(tmp_path_factory, data, lines,
         whole.close()
 
 
+def test_only_segments_are_mapped(tmp_path: Path) -> None:
+    # A new segment's own files are only copied into its compound file: read, not mapped, so
+    # the copy does not count their pages in the writer's resident set.
+    (tmp_path / "x.trm").write_bytes(b"abc")
+    (tmp_path / "x.seg").write_bytes(b"abc")
+    plain, mapped = (MappedStorage(str(tmp_path)).open_file(n) for n in ("x.trm", "x.seg"))
+    assert not isinstance(plain, _MappedFile) and isinstance(mapped, _MappedFile)
+    assert plain.read() == mapped.read() == b"abc"
+    plain.close()
+    mapped.close()
+
+
 def test_an_empty_file_opens(tmp_path: Path) -> None:
-    (tmp_path / "empty").write_bytes(b"")
-    f = MappedStorage(str(tmp_path)).open_file("empty")
+    (tmp_path / "empty.seg").write_bytes(b"")
+    f = MappedStorage(str(tmp_path)).open_file("empty.seg")
     assert f.read() == b""
     f.close()
 
@@ -155,8 +167,8 @@ def test_the_backend_reads_and_writes_through_maps(tmp_path: Path) -> None:
 
 def test_read_pickle_of_a_window_stops_at_the_window(tmp_path: Path) -> None:
     blob = pickle.dumps([1, 2, 3]) + b"tail"
-    (tmp_path / "f").write_bytes(b"head" + blob)
-    whole = MappedStorage(str(tmp_path)).open_file("f")
+    (tmp_path / "f.seg").write_bytes(b"head" + blob)
+    whole = MappedStorage(str(tmp_path)).open_file("f.seg")
     part = whole.subset(4, len(blob))
     assert part.read_pickle() == [1, 2, 3]
     assert part.read() == b"tail"
@@ -167,8 +179,8 @@ def test_read_pickle_of_a_window_stops_at_the_window(tmp_path: Path) -> None:
 def test_a_long_pickle_and_a_damaged_one(tmp_path: Path) -> None:
     long = list(range(5000))  # far longer than the slice a header is read from
     blob = b"xx" + pickle.dumps(long) + pickle.dumps("next")
-    (tmp_path / "f").write_bytes(blob)
-    f = MappedStorage(str(tmp_path)).open_file("f")
+    (tmp_path / "f.seg").write_bytes(blob)
+    f = MappedStorage(str(tmp_path)).open_file("f.seg")
     f.seek(2)
     assert f.read_pickle() == long
     assert f.read_pickle() == "next"
