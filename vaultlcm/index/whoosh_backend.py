@@ -49,17 +49,13 @@ from .base import Filters, Forget, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
 from .whoosh_postings import evaluate
 from .whoosh_postings import supported as postings_supported
+from .whoosh_sorting import POOL_MB, wide_merges
 from .whoosh_storage import MappedStorage, create_in, open_dir
 from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, index_terms, iter_tokens
 
 #: Expand a prefix into at most this many scored terms; beyond it, match them all
 #: with a constant score (cheaper, and recall is what grep needs).
 MAX_PREFIX_TERMS = 512
-#: The postings a rebuild sorts in memory before it writes them to a run file, in MB by Whoosh's estimate,
-#: shared by its worker processes (a worker's resident set is about twice its share). At 100k messages,
-#: 64 MB a worker against 128: the reindex's processes 359 MB against 521 at their peak, in 80 s against
-#: 84-90 s. A smaller pool makes more run files, which Whoosh merges at most 128 at a time.
-REBUILD_POOL_MB = 128
 #: A query's matches are kept for the searches that follow its count only up to this many (16 bytes each).
 MEMO_MATCHES = 1_000_000
 
@@ -274,19 +270,20 @@ class WhooshIndex(BufferedIndex):
         if procs > 1:
             bind_forked_children()  # the writer's worker processes die with this one
         codec = SecureIdCodec()
-        w = (self._ix.writer(procs=procs, multisegment=True, limitmb=REBUILD_POOL_MB // procs, codec=codec)
-             if procs > 1 else self._ix.writer(limitmb=REBUILD_POOL_MB, codec=codec))
-        n = 0
-        try:
-            for d in docs:
-                assert not isinstance(d, Forget)
-                w.add_document(**_fields(d))
-                n += 1
-        except BaseException:
-            w.cancel()
-            raise
-        # Drop every old segment in the same commit: readers switch atomically.
-        w.commit(mergetype=lambda writer, segments: [])
+        with wide_merges():  # the workers fork inside, at the first documents
+            w = (self._ix.writer(procs=procs, multisegment=True, limitmb=POOL_MB / procs, codec=codec)
+                 if procs > 1 else self._ix.writer(limitmb=POOL_MB, codec=codec))
+            n = 0
+            try:
+                for d in docs:
+                    assert not isinstance(d, Forget)
+                    w.add_document(**_fields(d))
+                    n += 1
+            except BaseException:
+                w.cancel()
+                raise
+            # Drop every old segment in the same commit: readers switch atomically.
+            w.commit(mergetype=lambda writer, segments: [])
         got = self._ix.doc_count()
         if got != n:  # a worker process died: Whoosh would silently lose its batch
             raise IndexError_(f"rebuild indexed {got} of {n} documents")

@@ -1,0 +1,75 @@
+"""A Whoosh rebuild's external sort: how much it sorts in memory, and how many run files it merges at once.
+
+Whoosh's segment writer gathers postings in a pool; when the pool's estimate passes
+``limitmb`` it sorts them and writes them to a run file, and at the segment's end it
+merges the runs. It opens at most 128 runs at once: past that it first merges 128 runs
+into one run, another pass over most of the postings through ``pickle`` (about a tenth
+of a 100k rebuild's wall time, measured with a pool that made 220 runs a worker).
+
+A small pool costs a rebuild nothing else: at 100k messages, 6 MB a worker (74 runs
+each) took 60.2 s and 64 MB (7 runs) 59.9 s, and the processes' peak fell from 355 MB to
+236 MB. So the pool is kept small and the merge made wide: :func:`wide_merges` lets every
+writer made under it (in the worker processes it forks too) merge up to
+:func:`runs_merged_at_once` runs in one pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import whoosh.writing
+from whoosh.writing import PostingPool
+
+#: MB of postings (by Whoosh's estimate) a rebuild sorts in memory before it writes a run file, shared by
+#: its worker processes; a worker's resident set grows by about as much as its share. At 100k messages a
+#: share of 24 MB makes about 18 runs a worker, so a worker merges its runs in one pass up to about 7M
+#: messages (see :func:`runs_merged_at_once`).
+POOL_MB = 48
+#: Whoosh's own limit on the runs merged at once.
+WHOOSH_RUNS = 128
+#: The most runs merged at once, whatever the open-file limit (each holds a file and its read buffer).
+MAX_RUNS = 1024
+
+
+def runs_merged_at_once() -> int:
+    """How many run files a writer may merge at once: a quarter of the process's soft limit on open
+    files (two workers merge at the same time, each with other files open), never fewer than Whoosh's
+    own 128 nor more than :data:`MAX_RUNS`."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit to read
+        return WHOOSH_RUNS
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_RUNS
+    return max(WHOOSH_RUNS, min(MAX_RUNS, soft // 4))
+
+
+class WidePostingPool(PostingPool):  # type: ignore[misc]
+    """Whoosh's posting pool, merging up to :attr:`maxfiles` run files in its final pass."""
+
+    maxfiles = WHOOSH_RUNS
+
+    def iter_postings(self) -> Any:
+        return self.items(maxfiles=self.maxfiles)
+
+
+@contextlib.contextmanager
+def wide_merges() -> Iterator[None]:
+    """While inside, each Whoosh segment writer made in this process, and in the processes it forks,
+    merges up to :func:`runs_merged_at_once` run files at once.
+
+    Whoosh's writer makes its pool from the module's ``PostingPool`` by name and offers no other way to
+    pass the limit; the swap lasts only as long as the block (a rebuild, which holds the index's writer
+    lock). Worker processes started by ``spawn`` rather than ``fork`` import Whoosh afresh and merge
+    128 at a time, as Whoosh does: slower past 128 runs, never wrong.
+    """
+    saved = whoosh.writing.PostingPool
+    WidePostingPool.maxfiles = runs_merged_at_once()
+    whoosh.writing.PostingPool = WidePostingPool
+    try:
+        yield
+    finally:
+        whoosh.writing.PostingPool = saved
