@@ -24,8 +24,8 @@ from whoosh.writing import PostingPool
 
 #: MB of postings (by Whoosh's estimate) a rebuild sorts in memory before it writes a run file, shared by
 #: its worker processes; a worker's resident set grows by about as much as its share. At 100k messages a
-#: share of 24 MB makes about 18 runs a worker, so a worker merges its runs in one pass up to about 7M
-#: messages (see :func:`runs_merged_at_once`).
+#: share of 24 MB makes 18-19 runs a worker: one merge pass up to about 1.4M messages under an open-file
+#: limit of 1,024, 5.5M under 4,096 (see :func:`runs_merged_at_once`).
 POOL_MB = 48
 #: Whoosh's own limit on the runs merged at once.
 WHOOSH_RUNS = 128
