@@ -280,6 +280,7 @@ class WhooshIndex(BufferedIndex):
                     w.add_document(**_fields(d))
                     n += 1
             except BaseException:
+                _stop_workers(w)
                 w.cancel()
                 raise
             # Drop every old segment in the same commit: readers switch atomically.
@@ -567,6 +568,21 @@ class WhooshIndex(BufferedIndex):
             self._abort_merge()
             raise
         self._abort_merge()  # removes the job directory; the next search refreshes
+
+
+def _stop_workers(writer: Any) -> None:
+    """End the worker processes of a multiprocessing writer that is being cancelled.
+
+    Whoosh's ``cancel`` only flags its own copy of each worker: a worker waiting on the job
+    queue waits forever, and the interpreter's exit with it (multiprocessing joins its
+    children at exit), while one with jobs queued reads files the cancel deletes and prints
+    its traceback. Terminated first, they do neither.
+    """
+    tasks = list(getattr(writer, "tasks", ()))
+    for task in tasks:
+        task.terminate()
+    for task in tasks:
+        task.join(5)
 
 
 class _Constant:
