@@ -49,7 +49,7 @@ from .base import Filters, Forget, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
 from .whoosh_postings import evaluate
 from .whoosh_postings import supported as postings_supported
-from .whoosh_sorting import POOL_MB, wide_merges
+from .whoosh_writing import POOL_MB, compact_term_table, wide_merges
 from .whoosh_storage import MappedStorage, create_in, open_dir
 from .query import ParsedQuery, QAny, QNode, QPhrase, QPhrasePrefix, QPrefix, QTerm, index_terms, iter_tokens
 
@@ -114,7 +114,7 @@ class VaultTokenizer(Tokenizer):
 
 
 class SecureIdCodec(W3Codec):
-    """Whoosh's codec, naming new segments from the OS's randomness.
+    """Whoosh's codec, naming new segments from the OS's randomness, its writers' term tables compact.
 
     Whoosh draws segment names from the global ``random`` module, so a program
     that seeds it (reproducible agents, test frameworks such as hypothesis) gets
@@ -125,6 +125,10 @@ class SecureIdCodec(W3Codec):
 
     def new_segment(self, storage: Any, indexname: str) -> Any:
         return W3Segment(self, indexname, segid=secrets.token_hex(8))
+
+    def field_writer(self, storage: Any, segment: Any) -> Any:
+        # Its term table's entries in arrays (see whoosh_writing): 170 MB less per worker of a 1M rebuild.
+        return compact_term_table(super().field_writer(storage, segment))
 
 
 class _RequireMatcher(RequireMatcher):

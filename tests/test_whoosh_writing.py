@@ -1,23 +1,29 @@
-"""A Whoosh rebuild's external sort (:mod:`vaultlcm.index.whoosh_sorting`): every run merged in one pass,
-the same postings in the same order as Whoosh's own pool, and a real rebuild through it."""
+"""What a Whoosh writer holds (:mod:`vaultlcm.index.whoosh_writing`): its term table in arrays, written
+byte for byte as Whoosh writes it; a rebuild's runs merged in one pass, the same postings in the same
+order as Whoosh's own pool; a real rebuild through both."""
 
 from __future__ import annotations
 
 import sys
+import tracemalloc
+from io import BytesIO
 from pathlib import Path
 
 import pytest
 import whoosh.writing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from whoosh.filedb.filestore import FileStorage
+from whoosh.filedb.filestore import FileStorage, RamStorage
+from whoosh.filedb.filetables import OrderedHashReader, OrderedHashWriter
+from whoosh.filedb.structfile import StructFile
 from whoosh.writing import PostingPool
 
 import vaultlcm.index.whoosh_backend as whoosh_backend
 from vaultlcm.index import open_index
 from vaultlcm.index.base import IndexDoc
-from vaultlcm.index.whoosh_sorting import (
-    MAX_RUNS, WHOOSH_RUNS, WidePostingPool, runs_merged_at_once, wide_merges,
+from vaultlcm.index.whoosh_backend import SecureIdCodec
+from vaultlcm.index.whoosh_writing import (
+    MAX_RUNS, WHOOSH_RUNS, PairBucket, WidePostingPool, compact_term_table, runs_merged_at_once, wide_merges,
 )
 
 # A posting as Whoosh's writer pools it: (field name, term bytes, document number, weight, value bytes).
@@ -119,3 +125,64 @@ def test_a_rebuild_with_hundreds_of_runs_a_worker_answers_as_one_with_few(
     finally:
         small.close()
     assert whoosh.writing.PostingPool is PostingPool
+
+
+class _Kept(BytesIO):
+    """A file whose bytes outlive its close (Whoosh's hash writer closes the file it wrote)."""
+
+    def close(self) -> None:
+        self.kept = self.getvalue()
+        super().close()
+
+
+def _table(entries: dict[bytes, bytes], compact: bool) -> bytes:
+    raw = _Kept()
+    writer = OrderedHashWriter(StructFile(raw))
+    if compact:
+        writer.buckets = [PairBucket() for _ in writer.buckets]
+    for key in sorted(entries):
+        writer.add(key, entries[key])
+    writer.close()
+    return raw.kept
+
+
+@settings(max_examples=150, deadline=None)
+@given(entries=st.dictionaries(st.binary(min_size=1, max_size=40), st.binary(max_size=60), max_size=600))
+def test_a_compact_term_table_is_written_byte_for_byte_as_whooshs(entries: dict[bytes, bytes]) -> None:
+    compact = _table(entries, compact=True)
+    assert compact == _table(entries, compact=False)
+    reader = OrderedHashReader(StructFile(BytesIO(compact)), len(compact))
+    assert {k: reader[k] for k in entries} == entries  # and it reads back
+
+
+def test_a_compact_term_table_holds_a_fraction_of_whooshs_memory(tmp_path: Path) -> None:
+    def held(compact: bool) -> int:
+        writer = OrderedHashWriter(StructFile(open(tmp_path / f"terms-{compact}", "wb")))  # noqa: SIM115 - the writer closes it
+        if compact:
+            writer.buckets = [PairBucket() for _ in writer.buckets]
+        tracemalloc.start()
+        try:
+            for i in range(60_000):
+                writer.add(b"call_%09d" % i, b"")
+            current, _peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        writer.close()
+        return current
+
+    ours, whooshs = held(True), held(False)
+    # Whoosh's own entries (the control): a tuple and two ints each, over 100 bytes; ours 16 bytes
+    # (plus the writer's position index, 4-8 bytes an entry, in both).
+    assert whooshs > 60_000 * 100
+    assert ours * 4 < whooshs, (ours, whooshs)
+
+
+def test_the_codecs_field_writers_keep_compact_term_tables(tmp_path: Path) -> None:
+    storage = RamStorage()
+    codec = SecureIdCodec()
+    segment = codec.new_segment(storage, "MAIN")
+    writer = codec.field_writer(storage, segment)
+    assert all(isinstance(b, PairBucket) for b in writer._tindex.buckets)
+    with pytest.raises(RuntimeError, match="already holds terms"):
+        writer._tindex.add(b"deploy", b"x")
+        compact_term_table(writer)
