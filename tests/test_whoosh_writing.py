@@ -177,7 +177,7 @@ def test_a_compact_term_table_holds_a_fraction_of_whooshs_memory(tmp_path: Path)
     assert ours * 4 < whooshs, (ours, whooshs)
 
 
-def test_the_codecs_field_writers_keep_compact_term_tables(tmp_path: Path) -> None:
+def test_the_codecs_field_writers_keep_compact_term_tables() -> None:
     storage = RamStorage()
     codec = SecureIdCodec()
     segment = codec.new_segment(storage, "MAIN")
