@@ -115,3 +115,59 @@ def test_conflict_sides() -> None:
     assert conflict_sides(text) == ("a\nours 1\nours 2\nb\n", "a\ntheirs\nb\n")
     assert conflict_sides("a\n<<<<<<< HEAD\nours\n=======\n") is None  # unfinished
     assert conflict_sides("> <<<<<<< quoted in a log\n") is None  # not a marker: no conflict at all
+
+
+class _PlainFiles:
+    """The lookups :class:`VaultFiles` answers, kept the plain way (every path under its lower-case form and
+    its lower-case name): the reference its compact tables must agree with."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths: set[str] = set()
+        self.lower: dict[str, list[str]] = {}
+        self.by_name: dict[str, list[str]] = {}
+        for p in sorted(set(paths)):
+            self.add(p)
+
+    def add(self, p: str) -> None:
+        if p not in self.paths:
+            self.paths.add(p)
+            self.lower.setdefault(p.lower(), []).append(p)
+            self.by_name.setdefault(p.rsplit("/", 1)[-1].lower(), []).append(p)
+
+    def exact(self, p: str) -> str | None:
+        return p if p in self.paths else (self.lower.get(p.lower()) or [None])[0]
+
+    def unique(self, p: str) -> bool:
+        return len(self.by_name.get(p.rsplit("/", 1)[-1].lower(), [])) <= 1
+
+
+# Letters whose case changes them, some to another length or to a letter below them ("İ" lowers to "i̇").
+CASED = st.text(st.sampled_from(["a", "A", "b", "B", "İ", "i", "ß", "Σ", "σ", "ς", "/", "_", "1"]), min_size=1, max_size=6)
+CASED_PATHS = st.lists(st.builds(lambda t, e: t.strip("/") + e, CASED, st.sampled_from([".md", ".MD", ".png", ""])),
+                       max_size=12)
+
+
+@st.composite
+def cased_vaults(draw: st.DrawFn) -> tuple[list[str], list[str]]:
+    """Paths for a vault and paths added later, many of them another case of a path already there."""
+    first = [p for p in draw(CASED_PATHS) if p]
+    recased = st.sampled_from(first).flatmap(lambda p: st.sampled_from([p.upper(), p.lower(), p.swapcase(),
+                                                                        p.capitalize()])) if first else st.nothing()
+    added = draw(st.lists(st.one_of(recased, CASED_PATHS.map(lambda ps: "a/" + "".join(ps) + ".md")), max_size=8))
+    return first, [p for p in added if p]
+
+
+@settings(max_examples=400)
+@given(cased_vaults(), st.lists(CASED, max_size=6))
+def test_compact_tables_answer_as_the_plain_ones(case: tuple[list[str], list[str]], asked: list[str]) -> None:
+    first, added = case
+    vault, plain = VaultFiles(first), _PlainFiles(first)
+    for p in added:
+        vault.add(p)
+        plain.add(p)
+    assert vault.paths == plain.paths
+    for q in asked + sorted(plain.paths) + [p.upper() for p in plain.paths] + [p.lower() for p in plain.paths]:
+        assert vault._exact(q) == plain.exact(q)
+        assert vault.is_unique_name(q) == plain.unique(q)
+        key = q.rsplit("/", 1)[-1].lower()
+        assert vault._named(key) == plain.by_name.get(key, [])  # resolve() reads its tables through these two

@@ -248,17 +248,18 @@ class Dag(NoteWrites):
 
     # -- reading the notes -------------------------------------------------------
 
-    def _scan(self, conv: str) -> tuple[dict[str, tuple[str, int, int]], list[tuple[str, str]], dict[str, int | str]]:
+    def _scan(self, conv: str) -> tuple[dict[str, tuple[int, int]], list[tuple[str, str]], dict[str, int | str]]:
         """Note files of a conversation's folder (summaries/ and anywhere else a person filed one).
 
-        Returns the notes (path as a string: most are never opened, size, mtime), the entries refused (symlinks,
-        special files) and the mtime of every folder looked at. Logs, payloads,
-        the home note, hidden entries and symlinked folders are never looked at.
+        Returns the notes (vault-relative path: size, mtime), the entries refused (symlinks, special
+        files) and the stamp of every folder looked at (taken before its listing, so a note added
+        during the scan changes it). Logs, payloads, the home note, hidden entries and
+        symlinked folders are never looked at.
         One ``scandir`` per folder, whose entries carry their own stat: a full
         check of 10,000 notes costs tens of milliseconds, not seconds.
         """
         root = self.layout.conversation_dir(conv)
-        notes: dict[str, tuple[str, int, int]] = {}
+        notes: dict[str, tuple[int, int]] = {}
         refused: list[tuple[str, str]] = []
         folders: dict[str, int | str] = {}
         if not root.is_dir() or root.is_symlink():
@@ -268,52 +269,62 @@ class Dag(NoteWrites):
         while stack:
             here, rel_here, top = stack.pop()
             try:
-                with os.scandir(here) as it:
-                    entries = list(it)
-                folders[rel_here] = _listing(Path(here), home) if top else os.stat(here).st_mtime_ns
+                stamp = _listing(Path(here), home) if top else os.stat(here).st_mtime_ns
+                it = os.scandir(here)
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            subdirs = []
+            folders[rel_here] = stamp
+            subdirs: list[tuple[str, str, bool]] = []
             prefix = rel_here + "/"
-            for e in entries:
-                name = e.name
-                if name.startswith("."):
-                    continue
-                rel = prefix + name
-                if not top and name.endswith(".md") and e.is_file(follow_symlinks=False):
-                    # The common case, a regular note (known from the listing's file type, no stat): what the
-                    # branches below would find, with a third of the calls (a full check at 1M messages
-                    # looks at 97k notes).
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue
-                    notes[rel] = (e.path, st.st_size, st.st_mtime_ns)
-                    continue
-                try:
-                    is_dir = e.is_dir()  # follows a symlink, as os.walk does: a symlinked folder is skipped below
-                except OSError:  # a symlink loop (ELOOP): not a folder, refused below like any symlink
-                    is_dir = False
-                if is_dir:
-                    if not e.is_symlink() and not (top and name in _NOT_NOTES):
-                        subdirs.append((e.path, rel, False))
-                    continue
-                if not name.endswith(".md") or (top and name == home):
-                    continue
-                if e.is_symlink():
-                    refused.append((rel, f"{rel}: is a symlink; vaultlcm never reads through symlinks inside a vault "
-                                    "(replace it with the note itself, or remove it)"))
-                elif not e.is_file(follow_symlinks=False):
-                    refused.append((rel, f"{rel}: is not a regular file (a pipe or device?); it is ignored"))
-                else:
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except FileNotFoundError:
-                        continue
-                    notes[rel] = (e.path, st.st_size, st.st_mtime_ns)  # a Path only for the notes read
+            # Entries one at a time, not listed first: each keeps its stat once asked, and at 1M messages
+            # summaries/ holds 97k of them.
+            with it:
+                self._scan_entries(it, prefix, top, home, notes, refused, subdirs)
             stack.extend(sorted(subdirs, reverse=True))  # folders in name order (notes are sorted by the caller)
         refused.sort()
         return notes, refused, folders
+
+    @staticmethod
+    def _scan_entries(it: Iterator[os.DirEntry[str]], prefix: str, top: bool, home: str,
+                      notes: dict[str, tuple[int, int]], refused: list[tuple[str, str]],
+                      subdirs: list[tuple[str, str, bool]]) -> None:
+        """One folder's part of :meth:`_scan`."""
+        for e in it:
+            name = e.name
+            if name.startswith("."):
+                continue
+            rel = prefix + name
+            if not top and name.endswith(".md") and e.is_file(follow_symlinks=False):
+                # The common case, a regular note (known from the listing's file type, no stat): what the
+                # branches below would find, with a third of the calls (a full check at 1M messages
+                # looks at 97k notes).
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                notes[rel] = (st.st_size, st.st_mtime_ns)
+                continue
+            try:
+                is_dir = e.is_dir()  # follows a symlink, as os.walk does: a symlinked folder is skipped below
+            except OSError:  # a symlink loop (ELOOP): not a folder, refused below like any symlink
+                is_dir = False
+            if is_dir:
+                if not e.is_symlink() and not (top and name in _NOT_NOTES):
+                    subdirs.append((e.path, rel, False))
+                continue
+            if not name.endswith(".md") or (top and name == home):
+                continue
+            if e.is_symlink():
+                refused.append((rel, f"{rel}: is a symlink; vaultlcm never reads through symlinks inside a vault "
+                                "(replace it with the note itself, or remove it)"))
+            elif not e.is_file(follow_symlinks=False):
+                refused.append((rel, f"{rel}: is not a regular file (a pipe or device?); it is ignored"))
+            else:
+                try:
+                    st = e.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                notes[rel] = (st.st_size, st.st_mtime_ns)
 
     def sync(self, conv: str, *, full: bool = False, recompute: bool = True) -> SyncReport:
         """Mirror the notes of ``conv`` into the catalog; recompute relations if anything changed.
@@ -334,8 +345,26 @@ class Dag(NoteWrites):
                 return report
         self._files = None  # names may have changed anywhere: look again when needed
         scanned_at = time.monotonic()
-        on_disk, refused, folders = self._scan(conv)
+        # The listings are let go before the recompute, which needs as much again: at 1M messages the
+        # process held 156 MB when the recompute began, 51-54 MB now.
+        todo, folders = self._note_changes(conv, report)
         summaries_dir = self.layout.relative(self.layout.summaries_dir(conv)) + "/"
+        for rel, size, mtime_ns in todo:
+            report.changed += 1
+            self._read_note(conv, rel, self.layout.root / rel, size, mtime_ns, expected=rel.startswith(summaries_dir))
+        del todo
+        if report.changed and recompute:
+            self.recompute(conv)
+        self.catalog.set_meta(key, json.dumps(folders, sort_keys=True))
+        self._full_sync_at[conv] = scanned_at
+        report.problems = self.problems(conv)
+        return report
+
+    def _note_changes(self, conv: str, report: SyncReport) -> tuple[list[tuple[str, int, int]], dict[str, int | str]]:
+        """Compare the notes of ``conv`` on disk with the catalog's: record the entries refused, forget the
+        notes removed (counted in ``report``), and return the notes to read (path, size, mtime; in path
+        order) with the folders' stamps."""
+        on_disk, refused, folders = self._scan(conv)
         with self.catalog.transaction() as db:
             db.execute("DELETE FROM problems WHERE conv=? AND kind='unsafe_note'", (conv,))
             db.executemany("INSERT INTO problems(path, conv, kind, detail) VALUES(?,?,'unsafe_note',?)",
@@ -356,18 +385,9 @@ class Dag(NoteWrites):
             report.changed += 1
         # Only the notes whose size or mtime moved (or that a removed copy hands over) are looked at, in
         # path order: at 1M messages a full check compares 97k notes, nearly all unchanged.
-        changed = [rel for rel, (_path, size, mtime_ns) in on_disk.items()
+        changed = [rel for rel, (size, mtime_ns) in on_disk.items()
                    if (row := known.get(rel)) is None or row[1] != size or row[2] != mtime_ns]
-        for rel in sorted(reread.intersection(on_disk).union(changed)):
-            path, size, mtime_ns = on_disk[rel]
-            report.changed += 1
-            self._read_note(conv, rel, Path(path), size, mtime_ns, expected=rel.startswith(summaries_dir))
-        if report.changed and recompute:
-            self.recompute(conv)
-        self.catalog.set_meta(key, json.dumps(folders, sort_keys=True))
-        self._full_sync_at[conv] = scanned_at
-        report.problems = self.problems(conv)
-        return report
+        return [(rel, *on_disk[rel]) for rel in sorted(reread.intersection(on_disk).union(changed))], folders
 
     def edited_since_read(self, summary_ids: list[str]) -> bool:
         """Whether the note of any of these summaries changed on disk since the catalog read it.
