@@ -38,7 +38,7 @@ class VaultFiles:
     """The files of a vault (vault-relative POSIX paths), looked up as Obsidian looks them up."""
 
     def __init__(self, paths: Iterable[str]) -> None:
-        self.paths: set[str] = set(paths)
+        self.paths: set[str] = set()
         # What a lookup by lower case needs, kept only for the lower-case forms some path differs from:
         # every path with that form, in order. Most paths are their own lower case (every summary note
         # and log vaultlcm writes): without a copy of each, and a list for every name held once, a DAG
@@ -47,17 +47,8 @@ class VaultFiles:
         # Paths by lower-case file name: the first, then every one where there are several.
         self._by_name: dict[str, str] = {}
         self._more: dict[str, list[str]] = {}
-        mixed = {low for p in self.paths if (low := p.lower()) != p}
-        for p in sorted(self.paths):
-            if (low := p.lower()) in mixed:
-                self._folded.setdefault(low, []).append(p)
-            self._name(p)
-
-    def _name(self, path: str) -> None:
-        key = path.rsplit("/", 1)[-1].lower()
-        first = self._by_name.setdefault(key, path)
-        if first is not path:
-            self._more.setdefault(key, [first]).append(path)
+        for p in sorted(set(paths)):
+            self.add(p)
 
     def _named(self, key: str) -> list[str]:
         """Every path whose lower-case file name is ``key``, in order."""
@@ -86,7 +77,10 @@ class VaultFiles:
             elif low != path:
                 self._folded[low] = [low, path] if low in self.paths else [path]
             self.paths.add(path)
-            self._name(path)
+            key = path.rsplit("/", 1)[-1].lower()
+            first = self._by_name.setdefault(key, path)
+            if first is not path:
+                self._more.setdefault(key, [first]).append(path)
 
     def _exact(self, path: str) -> str | None:
         if path in self.paths:
