@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from unittest.mock import patch
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -145,3 +146,43 @@ def test_the_written_out_bm25_gives_whooshs_floats_exactly(tf, fl, idf, avgfl, b
     k1_plus_1 = k1 + 1  # computed once, as the table does
     got = idf * ((tf * k1_plus_1) / (tf + _length_norm(k1, b, avgfl, fl)))
     assert got == want  # equal floats, not close ones: the ranking must not move
+
+
+def test_a_phrase_whose_word_was_read_before_as_a_plain_word(tmp_path: Path) -> None:
+    """The word ``app`` is read first as a clause of its own (the rarer one), without the positions a
+    phrase needs; the phrase of the identifier's parts then reads them: Whoosh's matches and scores."""
+    ix = open_index("whoosh", tmp_path / "ix", reset=True)
+    try:
+        texts = ["open src/app.py now", "app src py", "src app py", "src src app py py", "app", "py src app",
+                 "lib/src/app.py:42 and app", "src/app.py src/app.py", "deploy"] + [f"src py {i}" for i in range(20)]
+        ix.add([IndexDoc(id=f"m-{i}", kind="message", conversation="a", text=t, at=0.0, seq=i)
+                for i, t in enumerate(texts)])
+        ix.flush()
+        pq = parse_query("app src/app.py")
+        searcher = ix._searcher  # type: ignore[attr-defined]
+        want = searcher.search(ix._query(pq, Filters()), limit=None)  # type: ignore[attr-defined]
+        got = dict(evaluate(searcher, pq, Filters(), ix._column("at")))  # type: ignore[attr-defined]
+        assert {searcher.stored_fields(d)["id"] for d in got} == {"m-0", "m-2", "m-3", "m-6", "m-7"}
+        assert set(got) == set(want.docs())
+        for d, score in want.items():
+            assert math.isclose(got[d], score, rel_tol=1e-9), d
+    finally:
+        ix.close()
+
+
+@pytest.mark.parametrize("texts", [["retry retry"] * 5, ["retry"] * 5, ["retry", "retry retry", "retry retry retry"]])
+def test_a_block_of_one_weight_scores_as_whoosh(tmp_path: Path, texts: list[str]) -> None:
+    """Whoosh stores a block whose postings share one weight as that number (None for 1.0), and an
+    array otherwise: each reads back as Whoosh's own matcher reads it."""
+    ix = open_index("whoosh", tmp_path / "ix", reset=True)
+    try:
+        ix.add([IndexDoc(id=f"m-{i}", kind="message", conversation="a", text=t, at=0.0, seq=i)
+                for i, t in enumerate(texts)])
+        ix.flush()
+        pq = parse_query("retry")
+        searcher = ix._searcher  # type: ignore[attr-defined]
+        want = dict(searcher.search(ix._query(pq, Filters()), limit=None).items())  # type: ignore[attr-defined]
+        got = dict(evaluate(searcher, pq, Filters(), ix._column("at")))  # type: ignore[attr-defined]
+        assert got == want and len(got) == len(texts)
+    finally:
+        ix.close()

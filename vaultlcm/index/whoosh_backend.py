@@ -33,7 +33,8 @@ from collections import Counter
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from operator import itemgetter
+from itertools import compress
+from operator import itemgetter, not_
 from pathlib import Path
 from typing import Any
 
@@ -367,14 +368,13 @@ class WhooshIndex(BufferedIndex):
             docs, scores = memo[3], memo[4]
         else:
             found = evaluate(self._searcher, pq, both, self._column("at"), scored=True)
-            docs, scores = array("q", [d for d, _ in found]), array("d", [sc for _, sc in found])
+            docs, scores = array("q", map(itemgetter(0), found)), array("d", map(itemgetter(1), found))
             # Kept only while small: a long-running process must not hold a common word's every match.
             self._memo = (self._searcher, pq, both, docs, scores) if len(docs) <= MEMO_MATCHES else None
         if filters.kind is None:
             return list(zip(docs, scores))
-        summaries = self._summary_docs()
-        want = filters.kind == "summary"
-        return [(d, sc) for d, sc in zip(docs, scores) if (d in summaries) is want]
+        is_summary = map(self._summary_docs().__contains__, docs)
+        return list(compress(zip(docs, scores), is_summary if filters.kind == "summary" else map(not_, is_summary)))
 
     def _summary_docs(self) -> frozenset[int]:
         """The (global) numbers of the summary documents of the current searcher, read once per searcher."""
@@ -434,7 +434,7 @@ class WhooshIndex(BufferedIndex):
         found = self._evaluated(pq, filters)
         if found is not None and not per_day:
             summaries = self._summary_docs()
-            n_sum = sum(1 for d, _ in found if d in summaries)
+            n_sum = len(summaries.intersection(map(itemgetter(0), found)))
             by_kind.update({"summary": n_sum, "message": len(found) - n_sum})
             return match_count(by_kind, by_day)
         kinds = self._column("kind")
