@@ -216,6 +216,7 @@ def _plain(text: str) -> str:
 @given(text=texts, words=st.integers(min_value=1, max_value=20))
 @example(text="::::::? 0000000000000000", words=1)  # a first "sentence" of punctuation alone
 @example(text="\x1b : : … 0", words=1)  # a first run of marks alone before a "…"
+@example(text="0 -\r0 0", words=1)  # clauses parted by a hyphen: kept with it
 def test_a_lead_is_a_run_of_its_source_words(text: str, words: int) -> None:
     """Nothing dropped from inside (no headline style), no "…", deterministic, never empty for text with a word."""
     out = lead(text, words)

@@ -69,16 +69,20 @@ def lead(text: str, words: int) -> str:
     tokens = text.split()
     if len(tokens) <= words + 2:
         return _closed(text.rstrip(",;:—–- ")) or text
-    kept: list[str] = []
-    count = 0
-    for part in (p for p in CLAUSE_RE.split(text) if p):
-        n = len(part.split())
-        if kept and count + n > words and count >= 4:  # "From the sample:" alone says nothing
+    # The leading clauses are kept as the text writes them, up to where the last one ends: joined
+    # again, a hyphen the split took between two of them ("0 - 0 0") would be lost.
+    end = count = 0
+    cuts = list(CLAUSE_RE.finditer(text))
+    for start, stop in zip([0, *(m.end() for m in cuts)], [*(m.start() for m in cuts), len(text)]):
+        n = len(text[start:stop].split())
+        if not n:
+            continue
+        if end and count + n > words and count >= 4:  # "From the sample:" alone says nothing
             break
-        kept.append(part)
+        end = stop
         count += n
     if count <= words + 2:
-        out = _closed(" ".join(kept).rstrip(",;:—–- "))
+        out = _closed(text[:end].rstrip(",;:—–- "))
         if any(ch.isalnum() for ch in out):
             return out
     return _natural_cut(tokens, words)
