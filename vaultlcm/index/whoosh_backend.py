@@ -48,6 +48,7 @@ from ..procs import bind_forked_children, die_with_parent
 from ..errors import IndexError_
 from .base import Filters, Forget, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
+from .whoosh_blocks import ArrayBlocks
 from .whoosh_postings import evaluate
 from .whoosh_postings import supported as postings_supported
 from .whoosh_writing import POOL_MB, compact_term_table, wide_merges
@@ -132,6 +133,12 @@ class SecureIdCodec(W3Codec):
         return compact_term_table(super().field_writer(storage, segment))
 
 
+class ArrayBlockCodec(ArrayBlocks, SecureIdCodec):
+    """:class:`SecureIdCodec` with each block of postings as arrays (:mod:`.whoosh_blocks`): what new
+    segments are written with. A class of its own, since the table of contents names each segment's
+    codec: segments :class:`SecureIdCodec` wrote are read with Whoosh's pickled blocks."""
+
+
 class _RequireMatcher(RequireMatcher):
     """``RequireMatcher`` without the whoosh 2.7.5 bug: after skipping to a better
     block it may already sit on a match, which ``_find_next`` asserts it doesn't."""
@@ -184,6 +191,8 @@ class WhooshIndex(BufferedIndex):
     merge_threshold = 8  # segments; more than this triggers a background merge
     merge_factor = 4  # a segment joins a merge while it is <= factor x the docs gathered so far
     rebuild_procs = min(2, os.cpu_count() or 1)
+    #: What this process writes new segments with (a background merge writes ArrayBlockCodec's).
+    segment_codec: type[SecureIdCodec] = ArrayBlockCodec
 
     def __init__(self, path: Path | str, **kwargs: Any) -> None:
         self._ix: Any = None
@@ -248,7 +257,7 @@ class WhooshIndex(BufferedIndex):
     def _writer(self) -> Any:
         # Our file lock makes us the only writer, but a merge swap or a crashed
         # predecessor's lock may still be settling: wait a little, never forever.
-        return self._ix.writer(timeout=5.0, delay=0.05, codec=SecureIdCodec())
+        return self._ix.writer(timeout=5.0, delay=0.05, codec=self.segment_codec())
 
     def _n_apply(self, upserts: list[IndexDoc], deletes: list[str]) -> None:
         w = self._writer()
@@ -274,7 +283,7 @@ class WhooshIndex(BufferedIndex):
         procs = self.rebuild_procs
         if procs > 1:
             bind_forked_children()  # the writer's worker processes die with this one
-        codec = SecureIdCodec()
+        codec = self.segment_codec()
         with wide_merges():  # the workers fork inside, at the first documents
             w = (self._ix.writer(procs=procs, multisegment=True, limitmb=POOL_MB / procs, codec=codec)
                  if procs > 1 else self._ix.writer(limitmb=POOL_MB, codec=codec))
@@ -631,7 +640,7 @@ def merge_main(job_dir: str) -> None:
     src = MappedStorage(spec["index"])
     (job / "out").mkdir()
     scratch = create_in(str(job / "out"), schema)
-    w = SegmentWriter(scratch, _lk=False, codec=SecureIdCodec())
+    w = SegmentWriter(scratch, _lk=False, codec=ArrayBlockCodec())
     for seg in spec["segments"]:
         reader = SegmentReader(src, schema, seg)
         w.add_reader(reader)
