@@ -174,3 +174,36 @@ def test_doctor_suggests_tantivy_only_for_a_large_whoosh_index(
     # The install step is named only when tantivy is missing here.
     assert ("vaultlcm[tantivy]" in advice) is (not doctor.backend_installed("tantivy"))
     assert report["clean"], "advice is a note: doctor still exits 0"
+
+
+def test_doctor_notes_an_index_in_the_older_block_format_until_a_reindex(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import vaultlcm.doctor as doctor
+    from vaultlcm.index import whoosh_backend as wb
+
+    with monkeypatch.context() as m:  # the index as an older vaultlcm wrote it: Whoosh's pickled blocks
+        m.setattr(wb.WhooshIndex, "segment_codec", wb.SecureIdCodec)
+        make_vault(tmp_path, "whoosh")
+    # The threshold as a vault of this size would meet it (10,000 documents here would cost minutes).
+    monkeypatch.setattr(doctor, "WHOOSH_OUTDATED_NOTED", 1)
+    with Vault(tmp_path) as v:
+        documents = v.indexer.open().count()
+        assert v.indexer.open().outdated_docs() == documents > 0
+        report = v.doctor()
+        note = {n["kind"]: n["detail"] for n in report["notes"]}["index_blocks_outdated"]
+        assert f"{documents:,} of the search index's {documents:,} documents" in note and "`vaultlcm reindex`" in note
+        assert report["clean"]  # a note: doctor still exits 0
+        before = v.grep("step 43")
+        v.reindex()
+        assert v.indexer.open().outdated_docs() == 0
+        assert "index_blocks_outdated" not in {n["kind"] for n in v.doctor()["notes"]}
+        after = v.grep("step 43")
+    assert [h["id"] for h in after["hits"]] == [h["id"] for h in before["hits"]] and after["total"] == before["total"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_new_index_has_no_outdated_documents(tmp_path: Path, backend: str) -> None:
+    make_vault(tmp_path, backend)
+    with Vault(tmp_path) as v:
+        assert v.indexer.open().count() > 0 and v.indexer.open().outdated_docs() == 0
+        assert "index_blocks_outdated" not in {n["kind"] for n in v.doctor()["notes"]}

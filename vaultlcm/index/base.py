@@ -193,6 +193,11 @@ class SearchIndex(ABC):
         """
         return 0
 
+    def outdated_docs(self) -> int:
+        """How many documents are stored in a format this version reads more slowly than its own
+        (a rebuild rewrites them); 0 when every one is in the current format."""
+        return 0
+
     @abstractmethod
     def count_matches(
         self,

@@ -571,6 +571,15 @@ class BufferedIndex(SearchIndex):
         with self._read_lock:
             return int(self._guard(self._n_count, "read"))
 
+    def outdated_docs(self) -> int:
+        self.flush()
+        with self._read_lock:
+            return int(self._guard(self._n_outdated, "read"))
+
+    def _n_outdated(self) -> int:
+        """Committed documents in an older, slower format (see :meth:`SearchIndex.outdated_docs`)."""
+        return 0
+
     def close(self) -> None:
         if self._closed:
             return
