@@ -48,6 +48,8 @@ from whoosh.util.numeric import length_to_byte
 
 #: The two streams' compressed sizes at the start of a block's data.
 _SIZES = struct.Struct("<II")
+#: The array type code of unsigned 32-bit integers ("I" on every common platform; C leaves it open).
+_U32 = next(code for code in "IL" if array(code).itemsize == 4)
 _ALL_ONE, _ONE_WEIGHT, _WEIGHTS = 0, 1, 2
 _FLOAT = struct.Struct("<f")
 
@@ -64,7 +66,7 @@ def encode_block(ids: Any, weights: Any, values: list[bytes] | None, fixedsize: 
     """A block's data: ``ids`` ascending document numbers, ``weights`` one float each, ``values``
     each posting's encoded value (None: the field stores none); ``fixedsize`` as Whoosh's
     ``Format.fixed_value_size()``."""
-    deltas = array("I", [ids[0], *(b - a for a, b in zip(ids, ids[1:]))])
+    deltas = array(_U32, [ids[0], *(b - a for a, b in zip(ids, ids[1:]))])
     head = _le(deltas).tobytes()
     first = weights[0]
     if all(w == 1.0 for w in weights):
@@ -78,7 +80,7 @@ def encode_block(ids: Any, weights: Any, values: list[bytes] | None, fixedsize: 
         joined = emptybytes.join(values)
         if fixedsize is None or fixedsize < 0:
             # Whoosh keeps only the values that are not empty: their number, then their lengths.
-            joined = _le(array("I", [len(values), *map(len, values)])).tobytes() + joined
+            joined = _le(array(_U32, [len(values), *map(len, values)])).tobytes() + joined
         tail = zlib.compress(joined, level)
     head = zlib.compress(head, level)
     return _SIZES.pack(len(head), len(tail)) + head + tail
@@ -89,7 +91,7 @@ def decode_head(data: bytes, count: int) -> tuple[tuple[int, ...], Any]:
     a block of ``count`` postings whose data is ``data``."""
     n_head, _n_tail = _SIZES.unpack_from(data)
     head = zlib.decompress(data[_SIZES.size : _SIZES.size + n_head])
-    deltas = _le(array("I", head[: 4 * count]))
+    deltas = _le(array(_U32, head[: 4 * count]))
     kind = head[4 * count]
     weights: Any = None
     if kind == _ONE_WEIGHT:
@@ -111,7 +113,7 @@ def decode_values(data: bytes, count: int, fixedsize: int | None) -> tuple[Any, 
     if fixedsize is not None and fixedsize > 0:
         return tuple(joined[i : i + fixedsize] for i in range(0, len(joined), fixedsize))
     n = int.from_bytes(joined[:4], "little")
-    ends = list(accumulate(_le(array("I", joined[4 : 4 + 4 * n])), initial=4 + 4 * n))
+    ends = list(accumulate(_le(array(_U32, joined[4 : 4 + 4 * n])), initial=4 + 4 * n))
     return tuple(joined[a:b] for a, b in zip(ends, ends[1:]))
 
 
