@@ -126,6 +126,14 @@ def decode_values(data: bytes, count: int, fixedsize: int | None) -> tuple[Any, 
     return tuple(joined[a:b] for a, b in zip(ends, ends[1:]))
 
 
+def block_weights(stored: Any, count: int) -> Any:
+    """The weights of a block of ``count`` postings from what its data stores (in this format and in
+    Whoosh's): None is every weight 1.0, a float every weight that, anything else the weights themselves."""
+    if stored is None or isinstance(stored, float):
+        return array("f", [1.0 if stored is None else stored]) * count
+    return stored
+
+
 class ArrayPostingsWriter(W3PostingsWriter):  # type: ignore[misc]
     """Whoosh's postings writer with each block's data in the format above (ids that are numbers)."""
 
@@ -165,11 +173,7 @@ class ArrayLeafMatcher(W3LeafMatcher):  # type: ignore[misc]
     def _read_weights(self) -> None:
         if self._data is None:
             self._read_data()
-        weights = self._data[1]
-        if weights is None or isinstance(weights, float):
-            self._weights = array("f", [1.0 if weights is None else weights]) * self._blocklength
-        else:
-            self._weights = weights
+        self._weights = block_weights(self._data[1], self._blocklength)
 
     def _read_values(self) -> None:
         if self._data is None:

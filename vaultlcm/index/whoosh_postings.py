@@ -22,8 +22,7 @@ anything else (prefixes, ``match="any"``) goes through Whoosh's matchers.
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from itertools import accumulate, compress
 from pickle import loads
 from typing import Any
@@ -35,6 +34,7 @@ from whoosh.scoring import BM25FScorer, bm25
 from whoosh.util.numeric import byte_to_length
 
 from .base import Filters
+from .whoosh_blocks import block_weights
 from .query import ParsedQuery, QAny, QNode, QPhrase, QTerm
 
 #: ``(global docnum, score)`` of every match.
@@ -79,30 +79,33 @@ class _Segment:
 
     def ids(self, field: str, term: str) -> set[int]:
         """The live documents holding ``term`` in an id field (kind, conversation)."""
-        m = self._matcher(field, term)
         out: set[int] = set()
-        while m is not None and m.is_active():
+        for m in self._blocks(field, term):
             out.update(_block(m, "ids"))
-            m._next_block()
         return out - self.deleted
+
+    def _blocks(self, field: str, term: str) -> Iterator[Any]:
+        """The term's matcher at each of its blocks in turn (none when the segment lacks the term)."""
+        m = self._matcher(field, term)
+        while m is not None and m.is_active():
+            yield m
+            m._next_block()
 
     def postings(self, term: str, *, values: bool = False) -> dict[int, float]:
         """``docnum -> weight`` (term frequency) of the live documents holding ``term``.
 
-        ``values``: also keep each posting's encoded positions (a phrase's words), which the same
-        read of a block has already unpickled, so :meth:`positions` needs no second read of it.
+        ``values``: also keep each posting's encoded positions (a phrase's words) from the same read
+        of each block, so :meth:`values` needs no second read of them.
         """
         got = self._postings.get(term)
         if got is None:
             got = {}
             kept: dict[int, bytes] | None = self._values.setdefault(term, {}) if values else None
-            m = self._matcher(self.field, term)
-            while m is not None and m.is_active():
+            for m in self._blocks(self.field, term):
                 ids = _block(m, "ids")
                 got.update(zip(ids, _block(m, "weights")))
                 if kept is not None:
                     kept.update(zip(ids, _block(m, "values")))
-                m._next_block()
             for d in self.deleted.intersection(got):
                 del got[d]
             self._postings[term] = got
@@ -113,10 +116,8 @@ class _Segment:
         kept = self._values.get(term)
         if kept is None:
             kept = self._values[term] = {}
-            m = self._matcher(self.field, term)
-            while m is not None and m.is_active():
+            for m in self._blocks(self.field, term):
                 kept.update(zip(_block(m, "ids"), _block(m, "values")))
-                m._next_block()
         return kept
 
     def decoded(self, value: bytes) -> list[int]:
@@ -149,13 +150,8 @@ def _block(m: Any, what: str) -> Any:
         if m._weights is None:
             if m._data is None:
                 m._read_data()
-            same = m._data[1]
-            if same is None or isinstance(same, float):
-                # Every posting of the block has one weight (1.0 when stored as None): Whoosh builds
-                # the array from a generator, a Python step per posting.
-                m._weights = array("f", [1.0 if same is None else same]) * m._blocklength
-            else:
-                m._read_weights()
+            # Whoosh's own reader builds a block of one weight from a generator, a Python step a posting.
+            m._weights = block_weights(m._data[1], m._blocklength)
         weights: Any = m._weights
         return weights[m._i:]
     if m._values is None:
