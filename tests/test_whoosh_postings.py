@@ -186,3 +186,71 @@ def test_a_block_of_one_weight_scores_as_whoosh(tmp_path: Path, texts: list[str]
         assert got == want and len(got) == len(texts)
     finally:
         ix.close()
+
+
+COMMON = 1500  # documents holding the common word: a dozen blocks of 128
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rare=st.sets(st.integers(0, COMMON - 1), max_size=6), whole=st.sets(st.integers(0, COMMON - 1), max_size=6),
+       without=st.sets(st.integers(0, COMMON - 1), max_size=30), summaries=st.sets(st.integers(0, COMMON - 1), max_size=40),
+       query=st.sampled_from(["call_4242", "call call_4242", '"call 4242"', "4242 call", '"4242 call"', "call 4242 call_4242"]),
+       kind=st.sampled_from([None, "message", "summary"]))
+def test_a_rare_word_looked_up_in_a_common_words_blocks(tmp_path_factory, rare, whole, without, summaries, query,
+                                                        kind) -> None:
+    """A few documents of a rare word found in a common word's many blocks, the blocks without one of
+    them skipped: the same matches and scores as Whoosh's, also when the common word is then asked for
+    documents beyond those few (``call call_4242``: its own clause, after the phrase of the parts)."""
+    ix = open_index("whoosh", tmp_path_factory.mktemp("ix"), reset=True)
+    try:
+        texts = []
+        for i in range(COMMON):
+            words = [] if i in without else ["call"]
+            words += ["retry"] * (i % 3)
+            if i in rare:
+                words.insert(i % 2 and len(words), "4242")  # after call (a phrase) or before it
+            if i in whole:
+                words.append("call_4242")
+            texts.append(" ".join(words) or "idle")
+        ix.add([IndexDoc(id=f"m-{i}", kind="summary" if i in summaries else "message", conversation="a", text=t,
+                         at=0.0, seq=i) for i, t in enumerate(texts)])
+        ix.flush()
+        pq, filters = parse_query(query), Filters(kind, None, None, None)
+        assert supported(pq, filters)
+        searcher = ix._searcher  # type: ignore[attr-defined]
+        want = dict(searcher.search(ix._query(pq, filters), limit=None).items())  # type: ignore[attr-defined]
+        got = dict(evaluate(searcher, pq, filters, ix._column("at")))  # type: ignore[attr-defined]
+        assert set(got) == set(want), query
+        for d, score in want.items():
+            assert math.isclose(got[d], score, rel_tol=1e-9), (query, d)
+    finally:
+        ix.close()
+
+
+def test_a_sparse_read_covers_its_documents_and_no_more_blocks(tmp_path: Path) -> None:
+    """The blocks around each wanted document are read (the first and last of a block too), the others
+    skipped; a later read wanting documents the first did not cover reads them."""
+    from vaultlcm.index.whoosh_postings import _Segment
+
+    ix = open_index("whoosh", tmp_path / "ix", reset=True)
+    try:
+        ix.add([IndexDoc(id=f"m-{i}", kind="message", conversation="a", text="call " * (1 + i % 3), at=0.0, seq=i)
+                for i in range(COMMON)])
+        ix.flush()
+        (sub, _offset), = ix._searcher.leaf_searchers()  # type: ignore[attr-defined]
+        seg = _Segment(sub, sub.reader(), "text")
+        wanted = {0, 127, 128, 255, 1023, COMMON - 1}
+        got = seg.postings("call", within=wanted)
+        assert wanted <= set(got) and all(got[d] == 1 + d % 3 for d in wanted)
+        assert len(got) <= 128 * 5  # five blocks of the twelve hold the six documents
+        assert seg.postings("call", within={0, 255}) is got  # covered by the first read
+        more = seg.postings("call", within={600})
+        assert 600 in more and more[600] == 1 + 600 % 3
+        assert len(seg.postings("call")) == COMMON  # and all of them when no set is given
+        # Positions kept by a read are dropped when a later read (without them) covers other documents.
+        seg = _Segment(sub, sub.reader(), "text")
+        seg.postings("call", values=True, within={0})
+        seg.postings("call", within={600})
+        assert 600 in seg.values("call") and 0 in seg.values("call")
+    finally:
+        ix.close()

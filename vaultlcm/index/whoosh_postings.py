@@ -54,13 +54,19 @@ def supported(pq: ParsedQuery, filters: Filters) -> bool:
     return bool(pq.clauses) and all(ok(c) for c in pq.clauses)
 
 
+#: A read of a term's postings skips the blocks without a wanted document when the wanted ones are
+#: fewer than a 32nd of its documents (a block holds up to 128: most blocks hold none of them).
+_SPARSE = 32
+
+
 class _Segment:
     """One segment's postings, read once per term and evaluation."""
 
     def __init__(self, searcher: Any, reader: Any, field: str) -> None:
         self.searcher, self.reader, self.field = searcher, reader, field
         self.deleted = set(reader.deleted_docs_set) if reader.has_deletions() else set()
-        self._postings: dict[str, dict[int, float]] = {}
+        #: ``term -> (covers, docnum -> weight)``: complete for the documents of ``covers`` (None: all).
+        self._postings: dict[str, tuple[set[int] | None, dict[int, float]]] = {}
         #: Positions by their encoded value: a short message's few positions recur across documents.
         self._decoded: dict[bytes, list[int]] = {}
         self._decode: Callable[[bytes], list[int]] | None = None
@@ -91,28 +97,50 @@ class _Segment:
             yield m
             m._next_block()
 
-    def postings(self, term: str, *, values: bool = False) -> dict[int, float]:
-        """``docnum -> weight`` (term frequency) of the live documents holding ``term``.
+    def postings(self, term: str, *, values: bool = False, within: set[int] | None = None) -> dict[int, float]:
+        """``docnum -> weight`` (term frequency) of the live documents holding ``term``; with ``within``,
+        it may hold only those of ``within`` (and others), and it skips, undecoded, the blocks holding
+        none of them when they are few (a rare word's documents looked up in a common word's postings).
 
-        ``values``: also keep each posting's encoded positions (a phrase's words) from the same read
-        of each block, so :meth:`values` needs no second read of them.
+        ``values``: also keep each posting's encoded positions from the same read of each block, so
+        :meth:`values` needs no second read of them.
         """
-        got = self._postings.get(term)
-        if got is None:
-            got = {}
-            kept: dict[int, bytes] | None = self._values.setdefault(term, {}) if values else None
-            for m in self._blocks(self.field, term):
-                ids = _block(m, "ids")
-                got.update(zip(ids, _block(m, "weights")))
-                if kept is not None:
-                    kept.update(zip(ids, _block(m, "values")))
-            for d in self.deleted.intersection(got):
-                del got[d]
-            self._postings[term] = got
+        cached = self._postings.get(term)
+        if cached is not None:
+            covers, got = cached
+            if covers is None or (within is not None and within <= covers):
+                return got
+        only = None
+        if within is not None and len(within) * _SPARSE < self.reader.doc_frequency(self.field, term):
+            only = sorted(within)
+        got = {}
+        kept: dict[int, bytes] | None = None
+        if values:
+            kept = self._values[term] = {}
+        else:
+            self._values.pop(term, None)  # from an earlier read, which may not cover this one's documents
+        j, n = 0, len(only or ())
+        for m in self._blocks(self.field, term):
+            if only is not None:
+                if j == n:
+                    break
+                top = getattr(m, "_maxid", None)  # the block's last id (a list of one posting has none)
+                if top is not None and only[j] > top:
+                    continue
+                while j < n and (top is None or only[j] <= top):
+                    j += 1
+            ids = _block(m, "ids")
+            got.update(zip(ids, _block(m, "weights")))
+            if kept is not None:
+                kept.update(zip(ids, _block(m, "values")))
+        for d in self.deleted.intersection(got):
+            del got[d]
+        self._postings[term] = (None if only is None else set(only), got)
         return got
 
     def values(self, term: str) -> dict[int, bytes]:
-        """``docnum -> encoded positions`` of every document holding ``term`` (deleted ones too)."""
+        """``docnum -> encoded positions`` of the documents holding ``term`` (deleted ones too), or at
+        least of those its last read of postings covered."""
         kept = self._values.get(term)
         if kept is None:
             kept = self._values[term] = {}
@@ -167,11 +195,11 @@ def _decode_positions(value: bytes) -> list[int]:
 
 def _phrase_docs(seg: _Segment, words: tuple[str, ...], within: set[int] | None) -> set[int]:
     """The documents holding ``words`` at consecutive positions (limited to ``within``)."""
-    # Rarest word first: the smallest sets.
-    order = sorted(range(len(words)), key=lambda k: len(seg.postings(words[k], values=True)))
+    # Rarest word first: the smallest sets, and no read of the others when it is missing.
+    order = sorted(range(len(words)), key=lambda k: seg.reader.doc_frequency(seg.field, words[k]))
     docs: set[int] | None = None
     for w in dict.fromkeys(words[k] for k in order):
-        got = seg.postings(w).keys()
+        got = seg.postings(w, values=True, within=within if docs is None else docs).keys()
         docs = set(got) if docs is None else docs.intersection(got)
         if within is not None:
             docs &= within
@@ -207,17 +235,17 @@ def _options(node: QNode) -> tuple[QNode, ...]:
 
 def _option_docs(seg: _Segment, node: QNode, within: set[int] | None) -> set[int]:
     if isinstance(node, QTerm):
-        got = seg.postings(node.text).keys()
+        got = seg.postings(node.text, within=within).keys()
         return set(got) if within is None else within.intersection(got)
     assert isinstance(node, QPhrase)
     return _phrase_docs(seg, node.words, within)
 
 
-def _weights(seg: _Segment, node: QNode) -> list[tuple[dict[int, float], Any]]:
-    """``(postings, scorer)`` of each word an option scores (a phrase: the sum of its words' scores, as
-    Whoosh's span matcher gives it)."""
+def _weights(seg: _Segment, node: QNode, within: set[int]) -> list[tuple[dict[int, float], Any]]:
+    """``(postings, scorer)`` of each word an option scores in the documents of ``within`` (a phrase:
+    the sum of its words' scores, as Whoosh's span matcher gives it)."""
     words = (node.text,) if isinstance(node, QTerm) else node.words  # type: ignore[union-attr]
-    return [(seg.postings(w), seg.scorer(w)) for w in words]
+    return [(seg.postings(w, within=within), seg.scorer(w)) for w in words]
 
 
 def _bm25_of(scorer: Any) -> Any:
@@ -277,7 +305,7 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
             # Only the documents of ``within`` are scored below, so the option's own set is enough.
             docs = found[id(option)]  # (in the query's order: the scores add up as before)
             if docs:  # (a word missing from this segment has no scorer here)
-                options.append((docs, _weights(seg, option)))
+                options.append((docs, _weights(seg, option, within)))
         if _score_by_table(out, within, offset, options, reader):
             continue
         length_of = _field_lengths(reader)
