@@ -90,12 +90,29 @@ class _Segment:
             out.update(_block(m, "ids"))
         return out - self.deleted
 
-    def _blocks(self, field: str, term: str) -> Iterator[Any]:
-        """The term's matcher at each of its blocks in turn (none when the segment lacks the term)."""
+    def _blocks(self, field: str, term: str, within: set[int] | None = None) -> Iterator[Any]:
+        """The term's matcher at each of its blocks in turn (none when the segment lacks the term); with
+        ``within``, when its documents are few beside the term's, only at the blocks holding one of them
+        (a block's last id is in its header: the others are stepped over undecoded)."""
         m = self._matcher(field, term)
+        only = sorted(within) if within is not None and self._sparse(term, within, field) else None
+        j, n = 0, len(only or ())
         while m is not None and m.is_active():
-            yield m
+            if only is not None:
+                if j == n:
+                    return
+                top = getattr(m, "_maxid", None)  # (a list of one posting has none)
+                if top is None or only[j] <= top:
+                    while j < n and (top is None or only[j] <= top):
+                        j += 1
+                    yield m
+            else:
+                yield m
             m._next_block()
+
+    def _sparse(self, term: str, within: set[int] | None, field: str = "") -> bool:
+        """Whether a read of ``term`` for the documents of ``within`` skips blocks (see :data:`_SPARSE`)."""
+        return within is not None and len(within) * _SPARSE < self.reader.doc_frequency(field or self.field, term)
 
     def postings(self, term: str, *, values: bool = False, within: set[int] | None = None) -> dict[int, float]:
         """``docnum -> weight`` (term frequency) of the live documents holding ``term``; with ``within``,
@@ -110,43 +127,33 @@ class _Segment:
             covers, got = cached
             if covers is None or (within is not None and within <= covers):
                 return got
-        only = None
-        if within is not None and len(within) * _SPARSE < self.reader.doc_frequency(self.field, term):
-            only = sorted(within)
+        sparse = self._sparse(term, within)
         got = {}
         kept: dict[int, bytes] | None = None
         if values:
             kept = self._values[term] = {}
         else:
             self._values.pop(term, None)  # from an earlier read, which may not cover this one's documents
-        j, n = 0, len(only or ())
-        for m in self._blocks(self.field, term):
-            if only is not None:
-                if j == n:
-                    break
-                top = getattr(m, "_maxid", None)  # the block's last id (a list of one posting has none)
-                if top is not None and only[j] > top:
-                    continue
-                while j < n and (top is None or only[j] <= top):
-                    j += 1
+        for m in self._blocks(self.field, term, within if sparse else None):
             ids = _block(m, "ids")
             got.update(zip(ids, _block(m, "weights")))
             if kept is not None:
                 kept.update(zip(ids, _block(m, "values")))
         for d in self.deleted.intersection(got):
             del got[d]
-        self._postings[term] = (None if only is None else set(only), got)
+        self._postings[term] = (set(within) if sparse and within is not None else None, got)
         return got
 
-    def values(self, term: str) -> dict[int, bytes]:
-        """``docnum -> encoded positions`` of the documents holding ``term`` (deleted ones too), or at
-        least of those its last read of postings covered."""
+    def values(self, term: str, docs: set[int]) -> dict[int, bytes]:
+        """``docnum -> encoded positions`` of (at least) the documents of ``docs`` holding ``term``:
+        kept by the read of its postings, else read from the blocks holding one of them."""
         kept = self._values.get(term)
-        if kept is None:
-            kept = self._values[term] = {}
-            for m in self._blocks(self.field, term):
-                kept.update(zip(_block(m, "ids"), _block(m, "values")))
-        return kept
+        if kept is not None:
+            return kept
+        out: dict[int, bytes] = {}
+        for m in self._blocks(self.field, term, docs):
+            out.update(zip(_block(m, "ids"), _block(m, "values")))
+        return out
 
     def decoded(self, value: bytes) -> list[int]:
         """The positions ``value`` encodes, decoded once per distinct value and evaluation."""
@@ -193,28 +200,34 @@ def _decode_positions(value: bytes) -> list[int]:
     return list(accumulate(loads(value[4:] if value.endswith(b".") else value[4:] + b".")))
 
 
-def _phrase_docs(seg: _Segment, words: tuple[str, ...], within: set[int] | None) -> set[int]:
-    """The documents holding ``words`` at consecutive positions (limited to ``within``)."""
+def _phrase_docs(seg: _Segment, words: tuple[str, ...], within: set[int] | None,
+                 known: set[int] | None = None) -> set[int]:
+    """The documents holding ``words`` at consecutive positions (limited to ``within``); those of
+    ``known`` among the documents holding every word are taken to hold them so, unchecked."""
     # Rarest word first: the smallest sets, and no read of the others when it is missing.
     order = sorted(range(len(words)), key=lambda k: seg.reader.doc_frequency(seg.field, words[k]))
     docs: set[int] | None = None
     for w in dict.fromkeys(words[k] for k in order):
-        got = seg.postings(w, values=True, within=within if docs is None else docs).keys()
+        got = seg.postings(w, values=known is None, within=within if docs is None else docs).keys()
         docs = set(got) if docs is None else docs.intersection(got)
         if within is not None:
             docs &= within
         if not docs:
             return set()
     assert docs is not None
+    held = docs & known if known else set()
+    check = docs - held if held else docs
+    if not check:
+        return held
     # Whether a document holds the phrase depends on its words' encoded positions alone, and in agent
     # text the same combinations recur (a path's parts at the same few offsets of short messages: 215k
     # documents of a 1M-message vault hold src/app.py's parts in 54k combinations, of 31k, 16k and 51k
     # distinct values): each combination is checked once, each value decoded once, and the documents
     # are sorted by the verdicts in C loops.
-    listed = list(docs)
-    keys = list(zip(*(map(seg.values(words[k]).__getitem__, listed) for k in order)))
+    listed = list(check)
+    keys = list(zip(*(map(seg.values(words[k], check).__getitem__, listed) for k in order)))
     verdict = {key: _holds_phrase(seg, order, key) for key in set(keys)}
-    return set(compress(listed, map(verdict.__getitem__, keys)))
+    return held.union(compress(listed, map(verdict.__getitem__, keys)))
 
 
 def _holds_phrase(seg: _Segment, order: list[int], values: tuple[bytes, ...]) -> bool:
@@ -233,12 +246,29 @@ def _options(node: QNode) -> tuple[QNode, ...]:
     return node.options if isinstance(node, QAny) else (node,)
 
 
-def _option_docs(seg: _Segment, node: QNode, within: set[int] | None) -> set[int]:
+def _option_docs(seg: _Segment, node: QNode, within: set[int] | None, known: set[int] | None = None) -> set[int]:
     if isinstance(node, QTerm):
         got = seg.postings(node.text, within=within).keys()
         return set(got) if within is None else within.intersection(got)
     assert isinstance(node, QPhrase)
-    return _phrase_docs(seg, node.words, within)
+    return _phrase_docs(seg, node.words, within, known)
+
+
+def _whole(clause: QNode) -> QNode | None:
+    """An identifier's whole token, when ``clause`` is "the identifier whole or its parts as a phrase".
+
+    A document holding the whole token (``src/app.py``) holds its parts in a row too (the tokenizer
+    puts them at consecutive positions: ``src``, ``app``, ``py``), so only the documents without it
+    need their positions checked; they are nearly always most of an identifier's matches. The
+    exception is a document whose identifier differs in case where the query's splits into words
+    (``GitHub`` asked, ``github`` written, which is ``git hub`` only in the query): it matches either
+    way, and is scored as holding the parts (Whoosh's matchers would score the whole token alone).
+    """
+    if isinstance(clause, QAny) and len(clause.options) == 2:
+        whole, parts = clause.options
+        if isinstance(whole, QTerm) and isinstance(parts, QPhrase):
+            return whole
+    return None
 
 
 def _weights(seg: _Segment, node: QNode, within: set[int]) -> list[tuple[dict[int, float], Any]]:
@@ -285,8 +315,9 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
         found: dict[int, set[int]] = {}  # by id() of the option (a node may be equal to another one)
         for clause in sorted(pq.clauses, key=lambda c: _cost(seg, c)):
             docs: set[int] = set()
+            whole = _whole(clause)
             for option in _options(clause):
-                got = _option_docs(seg, option, within)
+                got = _option_docs(seg, option, within, found.get(id(whole)) if whole is not None else None)
                 found[id(option)] = got
                 docs |= got
             within = docs
