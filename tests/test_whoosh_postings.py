@@ -280,3 +280,23 @@ def test_a_document_with_the_whole_identifier_is_not_checked_for_its_parts(tmp_p
                 assert math.isclose(got[d], score, rel_tol=1e-9), ids[d]
     finally:
         ix.close()
+
+
+def test_documents_sharing_the_last_score_of_a_page_give_it_the_newest(tmp_path: Path) -> None:
+    """More documents score alike than a search fetches (the page and a band past it): the newest of
+    them make the page, whatever the order the segments hold them in."""
+    import random
+
+    days = list(range(150))
+    random.Random(3).shuffle(days)
+    ix = open_index("whoosh", tmp_path / "ix", reset=True)
+    try:
+        docs = [IndexDoc(id=f"m-{i}", kind="message", conversation="a", text="deploy now", at=float(day), seq=i)
+                for i, day in enumerate(days)]
+        for i in range(0, len(docs), 40):  # four segments
+            ix.add(docs[i : i + 40])
+            ix.flush()
+        newest = sorted(docs, key=lambda d: d.at, reverse=True)[:5]
+        assert [h.id for h in ix.search("deploy", limit=5)] == [d.id for d in newest]
+    finally:
+        ix.close()

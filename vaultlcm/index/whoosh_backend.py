@@ -34,7 +34,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from itertools import compress
-from operator import itemgetter, not_
+from operator import not_
 from pathlib import Path
 from typing import Any
 
@@ -366,8 +366,9 @@ class WhooshIndex(BufferedIndex):
             if (since is None or t >= since) and (before is None or t < before):
                 yield docnum, t
 
-    def _evaluated(self, pq: ParsedQuery, filters: Filters) -> list[tuple[int, float]] | None:
-        """Every match with its score from the postings (None: a shape only Whoosh's matchers take).
+    def _evaluated(self, pq: ParsedQuery, filters: Filters) -> tuple[Any, Any] | None:
+        """Every match's global number and score from the postings, as two arrays of one order (None: a
+        shape only Whoosh's matchers take).
 
         A grep asks for the count of a query, then for a page of messages and one of
         summaries: one evaluation of both kinds, scored, serves all three (each kind is
@@ -381,13 +382,15 @@ class WhooshIndex(BufferedIndex):
             docs, scores = memo[3], memo[4]
         else:
             found = evaluate(self._searcher, pq, both, self._column("at"), scored=True)
-            docs, scores = array("q", map(itemgetter(0), found)), array("d", map(itemgetter(1), found))
+            docs, scores = found.docs, found.scores
             # Kept only while small: a long-running process must not hold a common word's every match.
             self._memo = (self._searcher, pq, both, docs, scores) if len(docs) <= MEMO_MATCHES else None
         if filters.kind is None:
-            return list(zip(docs, scores))
-        is_summary = map(self._summary_docs().__contains__, docs)
-        return list(compress(zip(docs, scores), is_summary if filters.kind == "summary" else map(not_, is_summary)))
+            return docs, scores
+        keep = list(map(self._summary_docs().__contains__, docs))
+        if filters.kind != "summary":
+            keep = list(map(not_, keep))
+        return array("q", compress(docs, keep)), array("d", compress(scores, keep))
 
     def _summary_docs(self) -> frozenset[int]:
         """The (global) numbers of the summary documents of the current searcher, read once per searcher."""
@@ -400,18 +403,20 @@ class WhooshIndex(BufferedIndex):
         at, seq, tie = self._column("at"), self._column("seq"), self._column("tie")
         found = self._evaluated(pq, filters)
         if found is not None:
+            docs, scores = found
             if sort == "relevance":
-                best = heapq.nlargest(n, found, key=itemgetter(1))
-                if len(best) == n < len(found):
+                best = heapq.nlargest(n, range(len(docs)), key=scores.__getitem__)  # positions in the arrays
+                if len(best) == n < len(docs):
                     # More documents share the last score than fit: the newest make the page (they
                     # are listed newest first), whatever the order the segments hold them in.
-                    cut = best[-1][1]
-                    tied = [m for m in found if m[1] == cut]
-                    keep = [m for m in best if m[1] != cut]
-                    best = keep + heapq.nlargest(n - len(keep), tied, key=lambda m: (at[m[0]], seq[m[0]], -tie[m[0]]))
-                return [(score, at[d], seq[d], tie[d], d) for d, score in best]
+                    cut = scores[best[-1]]
+                    page = [(scores[i], docs[i]) for i in best if scores[i] != cut]
+                    tied = compress(docs, map(cut.__eq__, scores))
+                    page += [(cut, d) for d in heapq.nlargest(n - len(page), tied, key=lambda d: (at[d], seq[d], -tie[d]))]
+                    return [(score, at[d], seq[d], tie[d], d) for score, d in page]
+                return [(scores[i], at[d], seq[d], tie[d], d) for i in best for d in (docs[i],)]
             pick = heapq.nlargest if sort == "newest" else heapq.nsmallest
-            return [(0.0, at[d], seq[d], tie[d], d) for d, _ in pick(n, found, key=lambda m: at[m[0]])]
+            return [(0.0, at[d], seq[d], tie[d], d) for d in pick(n, docs, key=at.__getitem__)]
         q = self._query(pq, filters)
         timed = filters.since is not None or filters.before is not None
         if sort != "relevance":
@@ -446,14 +451,14 @@ class WhooshIndex(BufferedIndex):
         by_day: Counter[tuple[int, str]] = Counter()
         found = self._evaluated(pq, filters)
         if found is not None and not per_day:
-            summaries = self._summary_docs()
-            n_sum = len(summaries.intersection(map(itemgetter(0), found)))
-            by_kind.update({"summary": n_sum, "message": len(found) - n_sum})
+            docs = found[0]
+            n_sum = len(self._summary_docs().intersection(docs))
+            by_kind.update({"summary": n_sum, "message": len(docs) - n_sum})
             return match_count(by_kind, by_day)
         kinds = self._column("kind")
         if found is not None:
             at = self._column("at")
-            matches: Iterable[tuple[int, float]] = ((d, at[d]) for d, _ in found)
+            matches: Iterable[tuple[int, float]] = ((d, at[d]) for d in found[0])
         else:
             matches = self._matches(self._query(pq, filters), filters)
         for d, t in matches:

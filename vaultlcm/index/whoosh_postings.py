@@ -22,8 +22,9 @@ anything else (prefixes, ``match="any"``) goes through Whoosh's matchers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from itertools import accumulate, compress
+from array import array
+from collections.abc import Callable, Iterable, Iterator
+from itertools import accumulate, compress, repeat
 from pickle import loads
 from typing import Any
 
@@ -37,8 +38,29 @@ from .base import Filters
 from .whoosh_blocks import block_weights
 from .query import ParsedQuery, QAny, QNode, QPhrase, QTerm
 
-#: ``(global docnum, score)`` of every match.
-Matches = list[tuple[int, float]]
+
+
+class Matches:
+    """Every match of a query: the documents' global numbers and their scores, in two arrays of one
+    order (a common word's 400k matches as tuples cost more to build and take apart than to score).
+    Iterating gives ``(docnum, score)`` pairs."""
+
+    __slots__ = ("docs", "scores")
+
+    def __init__(self) -> None:
+        self.docs = array("q")
+        self.scores = array("d")
+
+    def extend(self, offset: int, docs: Iterable[int], scores: Iterable[float]) -> None:
+        """Add a segment's documents (numbered from ``offset``) and their scores, in the same order."""
+        self.docs.extend(map(offset.__add__, docs))
+        self.scores.extend(scores)
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        return zip(self.docs, self.scores)
+
+    def __len__(self) -> int:
+        return len(self.docs)
 
 
 def supported(pq: ParsedQuery, filters: Filters) -> bool:
@@ -294,7 +316,7 @@ def _length_norm(k1: float, b: float, avgfl: float, fl: int) -> float:
 
 def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, scored: bool = True) -> Matches:
     """Every document matching ``pq`` and ``filters``, with its Whoosh BM25F score (0.0 unscored)."""
-    out: Matches = []
+    out = Matches()
     since, before = filters.since, filters.before
     for sub, offset in searcher.leaf_searchers():
         reader = sub.reader()
@@ -329,7 +351,7 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
             within = {d for d in within if (since is None or at[offset + d] >= since)
                       and (before is None or at[offset + d] < before)}
         if not scored:
-            out.extend((offset + d, 0.0) for d in within)
+            out.extend(offset, within, repeat(0.0, len(within)))
             continue
         options = []
         for option in (o for clause in pq.clauses for o in _options(clause)):
@@ -341,6 +363,7 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
             continue
         length_of = _field_lengths(reader)
         options = [(docs, [(post, _bm25_of(scorer)) for post, scorer in words]) for docs, words in options]
+        scores: list[float] = []
         for d in within:
             length = length_of(d)
             score = 0.0
@@ -350,7 +373,8 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
                     for post, fn in words:
                         part += fn(post[d], length)
                     score += part
-            out.append((offset + d, score))
+            scores.append(score)
+        out.extend(offset, within, scores)
     return out
 
 
@@ -377,7 +401,7 @@ def _score_by_table(out: Matches, within: set[int], offset: int,
     except ZeroDivisionError:
         return False
     table = [(docs, [(post, sc.idf) for post, sc in words]) for docs, words in options]
-    scored: Matches = []
+    scored: list[float] = []
     append = scored.append
     try:
         for d in within:
@@ -390,10 +414,10 @@ def _score_by_table(out: Matches, within: set[int], offset: int,
                         tf = post[d]
                         part += idf * ((tf * k1_plus_1) / (tf + k))  # type: ignore[operator]
                     score += part
-            append((offset + d, score))
+            append(score)
     except (IndexError, TypeError):
         return False  # a length Whoosh reads as None (byte 0, or past the column): the general path's case
-    out.extend(scored)
+    out.extend(offset, within, scored)
     return True
 
 
