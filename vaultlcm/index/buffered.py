@@ -720,7 +720,9 @@ def order_rows(rows: list[Row], sort: str) -> list[Row]:
         return sorted(rows, key=lambda r: (-r[1], -r[2], -r[0], r[3]))
     if sort == "oldest":
         return sorted(rows, key=lambda r: (r[1], r[2], -r[0], r[3]))
-    by_score = sorted(rows, key=lambda r: -r[0])
+    # Equal scores newest first here too: where a band is full, the newer of them stay in it, whatever
+    # order the backend listed them in.
+    by_score = sorted(rows, key=lambda r: (-r[0], -r[1], -r[2], r[3]))
     keyed = [(band, -r[1], -r[2], -r[0], r[3], r) for band, r in zip(_bands([r[0] for r in by_score]), by_score)]
     keyed.sort(key=lambda k: k[:5])
     return [k[5] for k in keyed]
