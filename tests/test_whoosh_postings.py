@@ -65,7 +65,7 @@ def test_postings_evaluation_equals_whoosh_matchers(
         for d, score in want.items():
             assert math.isclose(got[d], score, rel_tol=1e-9), (d, got[d], score)
         # Scored from the table of lengths or by a call per document and word: the very same floats.
-        with patch("vaultlcm.index.whoosh_postings._score_by_table", return_value=False):
+        with patch("vaultlcm.index.whoosh_postings._scores_by_table", return_value=None):
             assert dict(evaluate(searcher, pq, filters, at)) == got
         # Counting takes the same evaluation; search and count agree.
         assert ix.count_matches(query, kind=kind, conversations=convs, since=since).total == len(want)

@@ -30,11 +30,9 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from itertools import compress
-from operator import not_
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +44,10 @@ from whoosh.matching.wrappers import RequireMatcher
 
 from ..procs import bind_forked_children, die_with_parent
 from ..errors import IndexError_
-from .base import Filters, Forget, IndexDoc, MatchCount
+from .base import KINDS, Filters, Forget, IndexDoc, MatchCount
 from .buffered import COORD, BufferedIndex, Row, match_count, tie_key
 from .whoosh_blocks import ArrayBlocks
-from .whoosh_postings import evaluate
+from .whoosh_postings import Matches, evaluate, summary_sets
 from .whoosh_postings import supported as postings_supported
 from .whoosh_writing import POOL_MB, compact_term_table, wide_merges
 from .whoosh_storage import MappedStorage, create_in, open_dir
@@ -366,9 +364,9 @@ class WhooshIndex(BufferedIndex):
             if (since is None or t >= since) and (before is None or t < before):
                 yield docnum, t
 
-    def _evaluated(self, pq: ParsedQuery, filters: Filters) -> tuple[Any, Any] | None:
-        """Every match's global number and score from the postings, as two arrays of one order (None: a
-        shape only Whoosh's matchers take).
+    def _evaluated(self, pq: ParsedQuery, filters: Filters) -> Matches | None:
+        """Every match's global number and score from the postings, by kind (None: a shape only
+        Whoosh's matchers take).
 
         A grep asks for the count of a query, then for a page of messages and one of
         summaries: one evaluation of both kinds, scored, serves all three (each kind is
@@ -379,42 +377,35 @@ class WhooshIndex(BufferedIndex):
         both = replace(filters, kind=None)
         memo = self._memo
         if memo is not None and memo[0] is self._searcher and memo[1] == pq and memo[2] == both:
-            docs, scores = memo[3], memo[4]
+            found = memo[3]
         else:
-            found = evaluate(self._searcher, pq, both, self._column("at"), scored=True)
-            docs, scores = found.docs, found.scores
+            found = evaluate(self._searcher, pq, both, self._column("at"), scored=True, summaries=self._summary_sets())
             # Kept only while small: a long-running process must not hold a common word's every match.
-            self._memo = (self._searcher, pq, both, docs, scores) if len(docs) <= MEMO_MATCHES else None
-        if filters.kind is None:
-            return docs, scores
-        keep = list(map(self._summary_docs().__contains__, docs))
-        if filters.kind != "summary":
-            keep = list(map(not_, keep))
-        return array("q", compress(docs, keep)), array("d", compress(scores, keep))
+            self._memo = (self._searcher, pq, both, found) if len(found) <= MEMO_MATCHES else None
+        return found
 
-    def _summary_docs(self) -> frozenset[int]:
-        """The (global) numbers of the summary documents of the current searcher, read once per searcher."""
-        got = self._cols.get("summary-docs")
+    def _summary_sets(self) -> dict[int, set[int]]:
+        """The summaries of each segment of the current searcher, read once per searcher."""
+        got = self._cols.get("summary-sets")
         if got is None:
-            got = self._cols["summary-docs"] = frozenset(self._searcher.docs_for_query(query.Term("kind", "summary")))
+            got = self._cols["summary-sets"] = summary_sets(self._searcher)
         return got  # type: ignore[no-any-return]
 
     def _n_search(self, pq: ParsedQuery, filters: Filters, n: int, sort: str) -> list[Row]:
         at, seq, tie = self._column("at"), self._column("seq"), self._column("tie")
         found = self._evaluated(pq, filters)
         if found is not None:
-            docs, scores = found
+            docs, scores = found.of(filters.kind)
             if sort == "relevance":
-                best = heapq.nlargest(n, range(len(docs)), key=scores.__getitem__)  # positions in the arrays
-                if len(best) == n < len(docs):
-                    # More documents share the last score than fit: the newest make the page (they
-                    # are listed newest first), whatever the order the segments hold them in.
-                    cut = scores[best[-1]]
-                    page = [(scores[i], docs[i]) for i in best if scores[i] != cut]
-                    tied = compress(docs, map(cut.__eq__, scores))
-                    page += [(cut, d) for d in heapq.nlargest(n - len(page), tied, key=lambda d: (at[d], seq[d], -tie[d]))]
-                    return [(score, at[d], seq[d], tie[d], d) for score, d in page]
-                return [(scores[i], at[d], seq[d], tie[d], d) for i in best for d in (docs[i],)]
+                if len(docs) <= n:
+                    return [(score, at[d], seq[d], tie[d], d) for d, score in zip(docs, scores)]
+                # The n-th best score; more documents may share it than fit: the newest of them make the
+                # page (they are listed newest first), whatever the order the segments hold them in.
+                cut = heapq.nlargest(n, scores)[-1]
+                page = list(compress(zip(scores, docs), map(cut.__lt__, scores)))
+                tied = compress(docs, map(cut.__eq__, scores))
+                page += [(cut, d) for d in heapq.nlargest(n - len(page), tied, key=lambda d: (at[d], seq[d], -tie[d]))]
+                return [(score, at[d], seq[d], tie[d], d) for score, d in page]
             pick = heapq.nlargest if sort == "newest" else heapq.nsmallest
             return [(0.0, at[d], seq[d], tie[d], d) for d in pick(n, docs, key=at.__getitem__)]
         q = self._query(pq, filters)
@@ -450,18 +441,16 @@ class WhooshIndex(BufferedIndex):
         by_kind: Counter[str] = Counter()
         by_day: Counter[tuple[int, str]] = Counter()
         found = self._evaluated(pq, filters)
-        if found is not None and not per_day:
-            docs = found[0]
-            n_sum = len(self._summary_docs().intersection(docs))
-            by_kind.update({"summary": n_sum, "message": len(docs) - n_sum})
-            return match_count(by_kind, by_day)
-        kinds = self._column("kind")
         if found is not None:
             at = self._column("at")
-            matches: Iterable[tuple[int, float]] = ((d, at[d]) for d in found[0])
-        else:
-            matches = self._matches(self._query(pq, filters), filters)
-        for d, t in matches:
+            for kind in KINDS if filters.kind is None else (filters.kind,):
+                docs = found.parts[kind][0]
+                by_kind[kind] = len(docs)
+                if per_day:
+                    by_day.update((int(at[d] // 86400), kind) for d in docs)
+            return match_count(by_kind, by_day)
+        kinds = self._column("kind")
+        for d, t in self._matches(self._query(pq, filters), filters):
             k = kinds[d]
             k = k.decode("utf-8") if isinstance(k, bytes) else k
             by_kind[k] += 1

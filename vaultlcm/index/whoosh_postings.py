@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterable, Iterator
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from pickle import loads
 from typing import Any
 
@@ -34,33 +34,46 @@ from whoosh.matching.wrappers import FilterMatcher
 from whoosh.scoring import BM25FScorer, bm25
 from whoosh.util.numeric import byte_to_length
 
-from .base import Filters
+from .base import KINDS, Filters
 from .whoosh_blocks import block_weights
 from .query import ParsedQuery, QAny, QNode, QPhrase, QTerm
 
 
 
 class Matches:
-    """Every match of a query: the documents' global numbers and their scores, in two arrays of one
-    order (a common word's 400k matches as tuples cost more to build and take apart than to score).
-    Iterating gives ``(docnum, score)`` pairs."""
+    """Every match of a query by kind (``message``, ``summary``): for each, the documents' global
+    numbers and their scores, two arrays of one order (a common word's 400k matches as tuples cost
+    more to build and take apart than to score). Iterating gives ``(docnum, score)`` pairs."""
 
-    __slots__ = ("docs", "scores")
+    __slots__ = ("parts",)
 
     def __init__(self) -> None:
-        self.docs = array("q")
-        self.scores = array("d")
+        self.parts: dict[str, tuple[array[int], array[float]]] = {k: (array("q"), array("d")) for k in KINDS}
 
-    def extend(self, offset: int, docs: Iterable[int], scores: Iterable[float]) -> None:
-        """Add a segment's documents (numbered from ``offset``) and their scores, in the same order."""
-        self.docs.extend(map(offset.__add__, docs))
-        self.scores.extend(scores)
+    def extend(self, kind: str, offset: int, docs: Iterable[int], scores: Iterable[float]) -> None:
+        """Add a segment's documents of ``kind`` (numbered from ``offset``) and their scores, in one order."""
+        numbers, values = self.parts[kind]
+        numbers.extend(map(offset.__add__, docs) if offset else docs)
+        values.extend(scores)
+
+    def of(self, kind: str | None) -> tuple[array[int], array[float]]:
+        """The documents of ``kind`` (None: both) and their scores."""
+        if kind is not None:
+            return self.parts[kind]
+        (m_docs, m_scores), (s_docs, s_scores) = self.parts["message"], self.parts["summary"]
+        return m_docs + s_docs, m_scores + s_scores
 
     def __iter__(self) -> Iterator[tuple[int, float]]:
-        return zip(self.docs, self.scores)
+        return chain.from_iterable(zip(*part) for part in self.parts.values())
 
     def __len__(self) -> int:
-        return len(self.docs)
+        return sum(len(docs) for docs, _scores in self.parts.values())
+
+
+def summary_sets(searcher: Any) -> dict[int, set[int]]:
+    """The summaries of each segment of ``searcher`` (its numbers there), by the segment's offset."""
+    return {offset: _Segment(sub, sub.reader(), "text").ids("kind", "summary")
+            for sub, offset in searcher.leaf_searchers()}
 
 
 def supported(pq: ParsedQuery, filters: Filters) -> bool:
@@ -314,8 +327,10 @@ def _length_norm(k1: float, b: float, avgfl: float, fl: int) -> float:
     return k1 * ((1 - b) + b * fl / avgfl)
 
 
-def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, scored: bool = True) -> Matches:
-    """Every document matching ``pq`` and ``filters``, with its Whoosh BM25F score (0.0 unscored)."""
+def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, scored: bool = True,
+             summaries: dict[int, set[int]] | None = None) -> Matches:
+    """Every document matching ``pq`` and ``filters``, with its Whoosh BM25F score (0.0 unscored), by
+    kind; ``summaries``: :func:`summary_sets` of ``searcher``, if the caller keeps them."""
     out = Matches()
     since, before = filters.since, filters.before
     for sub, offset in searcher.leaf_searchers():
@@ -350,8 +365,15 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
         if since is not None or before is not None:
             within = {d for d in within if (since is None or at[offset + d] >= since)
                       and (before is None or at[offset + d] < before)}
+        local = summaries.get(offset) if summaries is not None else None
+        if local is None:
+            local = seg.ids("kind", "summary")
+        sums = within & local
+        listed = [*(within - sums if sums else within), *sums]  # the messages, then the summaries
+        n_msg = len(listed) - len(sums)
         if not scored:
-            out.extend(offset, within, repeat(0.0, len(within)))
+            out.extend("message", offset, listed[:n_msg], repeat(0.0, n_msg))
+            out.extend("summary", offset, listed[n_msg:], repeat(0.0, len(sums)))
             continue
         options = []
         for option in (o for clause in pq.clauses for o in _options(clause)):
@@ -359,29 +381,37 @@ def evaluate(searcher: Any, pq: ParsedQuery, filters: Filters, at: Any, *, score
             docs = found[id(option)]  # (in the query's order: the scores add up as before)
             if docs:  # (a word missing from this segment has no scorer here)
                 options.append((docs, _weights(seg, option, within)))
-        if _score_by_table(out, within, offset, options, reader):
-            continue
-        length_of = _field_lengths(reader)
-        options = [(docs, [(post, _bm25_of(scorer)) for post, scorer in words]) for docs, words in options]
-        scores: list[float] = []
-        for d in within:
-            length = length_of(d)
-            score = 0.0
-            for docs, words in options:
-                if d in docs:
-                    part = 0.0
-                    for post, fn in words:
-                        part += fn(post[d], length)
-                    score += part
-            scores.append(score)
-        out.extend(offset, within, scores)
+        scores = _scores_by_table(listed, options, reader)
+        if scores is None:
+            scores = _scores(listed, options, reader)
+        out.extend("message", offset, listed[:n_msg], scores[:n_msg])
+        out.extend("summary", offset, listed[n_msg:], scores[n_msg:])
     return out
 
 
-def _score_by_table(out: Matches, within: set[int], offset: int,
-                    options: list[tuple[set[int], list[tuple[dict[int, float], Any]]]], reader: Any) -> bool:
-    """Score ``within`` into ``out`` the way Whoosh's BM25F does, without a call per document and word;
-    False (nothing added) where this does not apply.
+def _scores(listed: list[int], options: list[tuple[set[int], list[tuple[dict[int, float], Any]]]],
+            reader: Any) -> list[float]:
+    """The scores of the documents ``listed`` by Whoosh's scorers, a call per document and word."""
+    length_of = _field_lengths(reader)
+    words_fn = [(docs, [(post, _bm25_of(scorer)) for post, scorer in words]) for docs, words in options]
+    scores: list[float] = []
+    for d in listed:
+        length = length_of(d)
+        score = 0.0
+        for docs, fns in words_fn:
+            if d in docs:
+                part = 0.0
+                for post, fn in fns:
+                    part += fn(post[d], length)
+                score += part
+        scores.append(score)
+    return scores
+
+
+def _scores_by_table(listed: list[int], options: list[tuple[set[int], list[tuple[dict[int, float], Any]]]],
+                     reader: Any) -> list[float] | None:
+    """The scores of the documents ``listed`` as Whoosh's BM25F gives them, without a call per document
+    and word; None where this does not apply.
 
     Whoosh's ``bm25(idf, tf, fl, avgfl, B, K1)`` is ``idf * ((tf * (K1 + 1)) / (tf + K1 * ((1 - B) +
     B * fl / avgfl)))``. Every word shares ``avgfl``, ``B`` and ``K1`` (they belong to the field), and
@@ -391,20 +421,20 @@ def _score_by_table(out: Matches, within: set[int], offset: int,
     raw = _length_bytes(reader)
     scorers = [scorer for _docs, words in options for _post, scorer in words]
     if raw is None or not scorers or any(type(sc) is not BM25FScorer for sc in scorers):
-        return False
+        return None
     avgfl, b, k1 = scorers[0].avgfl, scorers[0].B, scorers[0].K1
     if any((sc.avgfl, sc.B, sc.K1) != (avgfl, b, k1) for sc in scorers):
-        return False
+        return None
     k1_plus_1 = k1 + 1
     try:
         norm: list[float | None] = [None, *(_length_norm(k1, b, avgfl, fl) for fl in _LENGTHS[1:] if fl is not None)]
     except ZeroDivisionError:
-        return False
+        return None
     table = [(docs, [(post, sc.idf) for post, sc in words]) for docs, words in options]
     scored: list[float] = []
     append = scored.append
     try:
-        for d in within:
+        for d in listed:
             k = norm[raw[d]]
             score = 0.0
             for docs, words in table:
@@ -416,9 +446,8 @@ def _score_by_table(out: Matches, within: set[int], offset: int,
                     score += part
             append(score)
     except (IndexError, TypeError):
-        return False  # a length Whoosh reads as None (byte 0, or past the column): the general path's case
-    out.extend(offset, within, scored)
-    return True
+        return None  # a length Whoosh reads as None (byte 0, or past the column): the general path's case
+    return scored
 
 
 def _length_bytes(reader: Any) -> bytes | None:
