@@ -444,7 +444,7 @@ class WhooshIndex(BufferedIndex):
         if found is not None:
             at = self._column("at")
             for kind in KINDS if filters.kind is None else (filters.kind,):
-                docs = found.parts[kind][0]
+                docs = found.of(kind)[0]
                 by_kind[kind] = len(docs)
                 if per_day:
                     by_day.update((int(at[d] // 86400), kind) for d in docs)

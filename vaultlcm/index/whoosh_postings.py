@@ -7,13 +7,16 @@ time on Whoosh went there (a two-word query at 10k messages: 1-2 s).
 
 :func:`evaluate` reads each term's postings once per segment a block at a
 time (ids and weights come as arrays), intersects the clauses as Python sets
-(C loops), checks phrase positions only for the documents every word of the
-phrase is in (once per distinct combination of the words' encoded positions,
-which the read of their postings kept: in agent text the same offsets recur),
-and scores only the documents that match every clause, with
-Whoosh's own BM25F scorer objects (global idf and average length, the segment's
-field length), so the scores are Whoosh's. One evaluation serves both the page
-(a heap of the best ``n``) and the count (by kind, by day).
+(C loops), and reads a common word for a rare one's few documents from the
+blocks that may hold them alone (a block's last id is in its header). It checks
+phrase positions only for the documents every word of the phrase is in (once per
+distinct combination of the words' encoded positions: in agent text the same
+offsets recur), and for an identifier's parts only where its whole token is
+missing (see :func:`_whole`). It scores only the documents that match every
+clause, with Whoosh's own BM25F scorer objects (global idf and average length,
+the segment's field length), so the scores are Whoosh's. One evaluation, kept as
+arrays by kind (:class:`Matches`), serves both the pages (the best ``n``) and the
+count (by kind, by day).
 
 It covers the query shapes grep sends (terms, stemmed words, phrases, the
 identifier's "whole token or its parts as a phrase") with ``match="all"``;
@@ -23,6 +26,7 @@ anything else (prefixes, ``match="any"``) goes through Whoosh's matchers.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from itertools import accumulate, chain, compress, repeat
 from pickle import loads
@@ -37,7 +41,6 @@ from whoosh.util.numeric import byte_to_length
 from .base import KINDS, Filters
 from .whoosh_blocks import block_weights
 from .query import ParsedQuery, QAny, QNode, QPhrase, QTerm
-
 
 
 class Matches:
@@ -125,29 +128,30 @@ class _Segment:
             out.update(_block(m, "ids"))
         return out - self.deleted
 
-    def _blocks(self, field: str, term: str, within: set[int] | None = None) -> Iterator[Any]:
+    def _blocks(self, field: str, term: str, only: list[int] | None = None) -> Iterator[Any]:
         """The term's matcher at each of its blocks in turn (none when the segment lacks the term); with
-        ``within``, when its documents are few beside the term's, only at the blocks holding one of them
-        (a block's last id is in its header: the others are stepped over undecoded)."""
+        ``only`` (ascending document numbers), only at the blocks that may hold one of them (a block's
+        last id is in its header: the others are stepped over undecoded)."""
         m = self._matcher(field, term)
-        only = sorted(within) if within is not None and self._sparse(term, within, field) else None
-        j, n = 0, len(only or ())
+        j = 0
         while m is not None and m.is_active():
-            if only is not None:
-                if j == n:
+            if only is None:
+                yield m
+            else:
+                if j == len(only):
                     return
                 top = getattr(m, "_maxid", None)  # (a list of one posting has none)
                 if top is None or only[j] <= top:
-                    while j < n and (top is None or only[j] <= top):
-                        j += 1
                     yield m
-            else:
-                yield m
+                    j = len(only) if top is None else bisect_right(only, top, j)
             m._next_block()
 
-    def _sparse(self, term: str, within: set[int] | None, field: str = "") -> bool:
-        """Whether a read of ``term`` for the documents of ``within`` skips blocks (see :data:`_SPARSE`)."""
-        return within is not None and len(within) * _SPARSE < self.reader.doc_frequency(field or self.field, term)
+    def _wanted(self, term: str, within: set[int] | None) -> list[int] | None:
+        """``within`` in order when a read of ``term`` for its documents skips blocks: when they are fewer
+        than a :data:`_SPARSE`-th of the term's (else None: every block is read)."""
+        if within is None or len(within) * _SPARSE >= self.reader.doc_frequency(self.field, term):
+            return None
+        return sorted(within)
 
     def postings(self, term: str, *, values: bool = False, within: set[int] | None = None) -> dict[int, float]:
         """``docnum -> weight`` (term frequency) of the live documents holding ``term``; with ``within``,
@@ -162,21 +166,21 @@ class _Segment:
             covers, got = cached
             if covers is None or (within is not None and within <= covers):
                 return got
-        sparse = self._sparse(term, within)
+        only = self._wanted(term, within)
         got = {}
         kept: dict[int, bytes] | None = None
         if values:
             kept = self._values[term] = {}
         else:
             self._values.pop(term, None)  # from an earlier read, which may not cover this one's documents
-        for m in self._blocks(self.field, term, within if sparse else None):
+        for m in self._blocks(self.field, term, only):
             ids = _block(m, "ids")
             got.update(zip(ids, _block(m, "weights")))
             if kept is not None:
                 kept.update(zip(ids, _block(m, "values")))
         for d in self.deleted.intersection(got):
             del got[d]
-        self._postings[term] = (set(within) if sparse and within is not None else None, got)
+        self._postings[term] = (None if only is None else set(only), got)
         return got
 
     def values(self, term: str, docs: set[int]) -> dict[int, bytes]:
@@ -186,7 +190,7 @@ class _Segment:
         if kept is not None:
             return kept
         out: dict[int, bytes] = {}
-        for m in self._blocks(self.field, term, docs):
+        for m in self._blocks(self.field, term, self._wanted(term, docs)):
             out.update(zip(_block(m, "ids"), _block(m, "values")))
         return out
 
