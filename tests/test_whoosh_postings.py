@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 from unittest.mock import patch
 
 import pytest
@@ -27,6 +28,24 @@ query_st = st.one_of(
     st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
     st.lists(st.sampled_from(WORDS), min_size=2, max_size=3).map(lambda ws: '"' + " ".join(ws) + '"'),
 )
+
+
+def _index(path: Path, texts: list[str]) -> Any:
+    """A Whoosh index of one message per text (``m-0``, ``m-1`` ...), in one segment."""
+    ix = open_index("whoosh", path, reset=True)
+    ix.add([IndexDoc(id=f"m-{i}", kind="message", conversation="a", text=t, at=0.0, seq=i)
+            for i, t in enumerate(texts)])
+    ix.flush()
+    return ix
+
+
+def _matched(ix: Any, query: str, filters: Filters | None = None) -> tuple[dict[int, float], dict[int, float]]:
+    """``docnum -> score`` of ``query``'s matches by Whoosh's own matchers, and by :func:`evaluate`."""
+    pq, filters = parse_query(query), filters or Filters()
+    searcher = ix._searcher
+    want = dict(searcher.search(ix._query(pq, filters), limit=None).items())
+    return want, dict(evaluate(searcher, pq, filters, ix._column("at")))
+
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -151,19 +170,13 @@ def test_the_written_out_bm25_gives_whooshs_floats_exactly(tf, fl, idf, avgfl, b
 def test_a_phrase_whose_word_was_read_before_as_a_plain_word(tmp_path: Path) -> None:
     """The word ``app`` is read first as a clause of its own (the rarer one), without the positions a
     phrase needs; the phrase of the identifier's parts then reads them: Whoosh's matches and scores."""
-    ix = open_index("whoosh", tmp_path / "ix", reset=True)
+    texts = ["open src/app.py now", "app src py", "src app py", "src src app py py", "app", "py src app",
+             "lib/src/app.py:42 and app", "src/app.py src/app.py", "deploy"] + [f"src py {i}" for i in range(20)]
+    ix = _index(tmp_path / "ix", texts)
     try:
-        texts = ["open src/app.py now", "app src py", "src app py", "src src app py py", "app", "py src app",
-                 "lib/src/app.py:42 and app", "src/app.py src/app.py", "deploy"] + [f"src py {i}" for i in range(20)]
-        ix.add([IndexDoc(id=f"m-{i}", kind="message", conversation="a", text=t, at=0.0, seq=i)
-                for i, t in enumerate(texts)])
-        ix.flush()
-        pq = parse_query("app src/app.py")
-        searcher = ix._searcher  # type: ignore[attr-defined]
-        want = searcher.search(ix._query(pq, Filters()), limit=None)  # type: ignore[attr-defined]
-        got = dict(evaluate(searcher, pq, Filters(), ix._column("at")))  # type: ignore[attr-defined]
-        assert {searcher.stored_fields(d)["id"] for d in got} == {"m-0", "m-2", "m-3", "m-6", "m-7"}
-        assert set(got) == set(want.docs())
+        want, got = _matched(ix, "app src/app.py")
+        assert {ix._searcher.stored_fields(d)["id"] for d in got} == {"m-0", "m-2", "m-3", "m-6", "m-7"}  # type: ignore[attr-defined]
+        assert set(got) == set(want)
         for d, score in want.items():
             assert math.isclose(got[d], score, rel_tol=1e-9), d
     finally:
@@ -174,15 +187,9 @@ def test_a_phrase_whose_word_was_read_before_as_a_plain_word(tmp_path: Path) -> 
 def test_a_block_of_one_weight_scores_as_whoosh(tmp_path: Path, texts: list[str]) -> None:
     """Whoosh stores a block whose postings share one weight as that number (None for 1.0), and an
     array otherwise: each reads back as Whoosh's own matcher reads it."""
-    ix = open_index("whoosh", tmp_path / "ix", reset=True)
+    ix = _index(tmp_path / "ix", texts)
     try:
-        ix.add([IndexDoc(id=f"m-{i}", kind="message", conversation="a", text=t, at=0.0, seq=i)
-                for i, t in enumerate(texts)])
-        ix.flush()
-        pq = parse_query("retry")
-        searcher = ix._searcher  # type: ignore[attr-defined]
-        want = dict(searcher.search(ix._query(pq, Filters()), limit=None).items())  # type: ignore[attr-defined]
-        got = dict(evaluate(searcher, pq, Filters(), ix._column("at")))  # type: ignore[attr-defined]
+        want, got = _matched(ix, "retry")
         assert got == want and len(got) == len(texts)
     finally:
         ix.close()
@@ -215,11 +222,9 @@ def test_a_rare_word_looked_up_in_a_common_words_blocks(tmp_path_factory, rare, 
         ix.add([IndexDoc(id=f"m-{i}", kind="summary" if i in summaries else "message", conversation="a", text=t,
                          at=0.0, seq=i) for i, t in enumerate(texts)])
         ix.flush()
-        pq, filters = parse_query(query), Filters(kind, None, None, None)
-        assert supported(pq, filters)
-        searcher = ix._searcher  # type: ignore[attr-defined]
-        want = dict(searcher.search(ix._query(pq, filters), limit=None).items())  # type: ignore[attr-defined]
-        got = dict(evaluate(searcher, pq, filters, ix._column("at")))  # type: ignore[attr-defined]
+        filters = Filters(kind, None, None, None)
+        assert supported(parse_query(query), filters)
+        want, got = _matched(ix, query, filters)
         assert set(got) == set(want), query
         for d, score in want.items():
             assert math.isclose(got[d], score, rel_tol=1e-9), (query, d)
@@ -261,17 +266,10 @@ def test_a_document_with_the_whole_identifier_is_not_checked_for_its_parts(tmp_p
     where the two differ: a document with the whole token written otherwise (``github``, where the
     query's ``GitHub`` is ``git hub``) and the parts elsewhere, not in a row, matches as in Whoosh and
     is scored as holding the parts, a little above Whoosh's score for it; every other score is Whoosh's."""
-    ix = open_index("whoosh", tmp_path / "ix", reset=True)
+    ix = _index(tmp_path / "ix", ["see GitHub now", "hub github git", "git hub", "hub git", "GitHub GitHub git", "see github"])
     try:
-        texts = ["see GitHub now", "hub github git", "git hub", "hub git", "GitHub GitHub git", "see github"]
-        ix.add([IndexDoc(id=f"m-{i}", kind="message", conversation="a", text=t, at=0.0, seq=i)
-                for i, t in enumerate(texts)])
-        ix.flush()
-        pq = parse_query("GitHub")
-        searcher = ix._searcher  # type: ignore[attr-defined]
-        want = dict(searcher.search(ix._query(pq, Filters()), limit=None).items())  # type: ignore[attr-defined]
-        got = dict(evaluate(searcher, pq, Filters(), ix._column("at")))  # type: ignore[attr-defined]
-        ids = {d: searcher.stored_fields(d)["id"] for d in got}
+        want, got = _matched(ix, "GitHub")
+        ids = {d: ix._searcher.stored_fields(d)["id"] for d in got}  # type: ignore[attr-defined]
         assert set(got) == set(want) and sorted(ids.values()) == ["m-0", "m-1", "m-2", "m-4", "m-5"]
         for d, score in want.items():
             if ids[d] == "m-1":
