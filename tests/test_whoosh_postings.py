@@ -298,3 +298,30 @@ def test_documents_sharing_the_last_score_of_a_page_give_it_the_newest(tmp_path:
         assert [h.id for h in ix.search("deploy", limit=5)] == [d.id for d in newest]
     finally:
         ix.close()
+
+
+@pytest.mark.parametrize("query", ["depl*", "deploy*", "dep* retry", "retr* deploy", "zzz*", "x*", "x1*"])
+def test_a_prefix_is_evaluated_as_the_words_it_stands_for(tmp_path: Path, query: str) -> None:
+    """A prefix clause of up to MAX_PREFIX_TERMS words goes through the postings as those words, with
+    the matches and scores of Whoosh's own matchers for the same words; a prefix of more words (``x*``
+    here, 600 of them) stays with Whoosh's matchers, as does a prefix inside an identifier."""
+    from vaultlcm.index.whoosh_backend import MAX_PREFIX_TERMS
+
+    texts = ["deploy now", "deploys retry", "deployed deployment", "dependency retry retry", "retries",
+             "the deploy went fine", *(f"x{i} deploy" for i in range(MAX_PREFIX_TERMS + 88))]
+    ix = _index(tmp_path / "ix", texts)
+    try:
+        pq = parse_query(query)
+        found = ix._evaluated(pq, Filters())  # type: ignore[attr-defined]
+        want = dict(ix._searcher.search(ix._query(pq, Filters()), limit=None).items())  # type: ignore[attr-defined]
+        if query == "x*":
+            assert found is None and len(want) == MAX_PREFIX_TERMS + 88
+            return
+        assert found is not None
+        got = dict(found)
+        assert set(got) == set(want) and (query == "zzz*") == (not got)
+        for d, score in want.items():
+            assert math.isclose(got[d], score, rel_tol=1e-9), (query, d)
+        assert ix.count_matches(query).total == len(want)
+    finally:
+        ix.close()

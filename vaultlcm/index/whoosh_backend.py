@@ -372,6 +372,7 @@ class WhooshIndex(BufferedIndex):
         summaries: one evaluation of both kinds, scored, serves all three (each kind is
         taken from it by the set of summary documents).
         """
+        pq = self._terms_for_prefixes(pq)
         if not postings_supported(pq, filters):
             return None
         both = replace(filters, kind=None)
@@ -476,14 +477,25 @@ class WhooshIndex(BufferedIndex):
 
     @staticmethod
     def _prefix(text: str, reader: Any) -> Any:
-        terms = []
-        for t in reader.expand_prefix("text", text):
-            terms.append(t.decode("utf-8") if isinstance(t, bytes) else t)
-            if len(terms) > MAX_PREFIX_TERMS:
-                return query.Prefix("text", text)  # constant score, unbounded
+        terms = _expand(text, reader)
+        if terms is None:
+            return query.Prefix("text", text)  # constant score, unbounded
         if not terms:
             return query.NullQuery
         return query.Or([query.Term("text", t) for t in terms])
+
+    def _terms_for_prefixes(self, pq: ParsedQuery) -> ParsedQuery:
+        """``pq`` with each clause that is a prefix (``deploy*``) given as the terms it stands for, as
+        :meth:`_prefix` gives it to Whoosh's matchers (the same matches and scores), so the postings
+        evaluate it; a prefix of more than :data:`MAX_PREFIX_TERMS` terms stays (Whoosh's constant score)."""
+        if not any(isinstance(c, QPrefix) for c in pq.clauses):
+            return pq
+        reader = self._searcher.reader()
+        clauses = []
+        for clause in pq.clauses:
+            terms = _expand(clause.text, reader) if isinstance(clause, QPrefix) else None
+            clauses.append(clause if terms is None else QAny(tuple(QTerm(t) for t in terms)))
+        return replace(pq, clauses=tuple(clauses))
 
     # -- background merges
 
@@ -579,6 +591,16 @@ class WhooshIndex(BufferedIndex):
             self._abort_merge()
             raise
         self._abort_merge()  # removes the job directory; the next search refreshes
+
+
+def _expand(prefix: str, reader: Any) -> list[str] | None:
+    """The indexed words starting with ``prefix`` (None: more than :data:`MAX_PREFIX_TERMS`)."""
+    terms = []
+    for t in reader.expand_prefix("text", prefix):
+        terms.append(t.decode("utf-8") if isinstance(t, bytes) else t)
+        if len(terms) > MAX_PREFIX_TERMS:
+            return None
+    return terms
 
 
 def _stop_workers(writer: Any) -> None:
