@@ -19,8 +19,10 @@ arrays by kind (:class:`Matches`), serves both the pages (the best ``n``) and th
 count (by kind, by day).
 
 It covers the query shapes grep sends (terms, stemmed words, phrases, the
-identifier's "whole token or its parts as a phrase") with ``match="all"``;
-anything else (prefixes, ``match="any"``) goes through Whoosh's matchers.
+identifier's "whole token or its parts as a phrase", and a prefix clause once
+the backend has given it as the words it stands for) with ``match="all"``;
+anything else (a prefix of more than 512 words or inside an identifier,
+``match="any"``) goes through Whoosh's matchers.
 """
 
 from __future__ import annotations
