@@ -374,8 +374,8 @@ class Doctor:
         """Notes when the index is Whoosh and large enough that tantivy would answer many times faster,
         and when much of it is in the older block format a rebuild makes twice as fast to read.
 
-        Whoosh scores every match in Python: grep's p95 grows with history (about 0.2 s at 100k
-        messages, 2.4 s at 1M in docs/PERFORMANCE.md), tantivy's stays in tens of milliseconds.
+        Whoosh scores every match in Python: grep's p95 grows with history (about 0.11 s at 100k
+        messages, 1.0 s at 1M in docs/PERFORMANCE.md), tantivy's stays in tens of milliseconds.
         """
         if self.indexer.settings.index_backend != "whoosh":
             return
@@ -394,7 +394,7 @@ class Doctor:
         install = "" if backend_installed("tantivy") else "`pip install 'vaultlcm[tantivy]'`, then "
         report.notes.append(Finding(
             "index_backend_slow", f"the search index is Whoosh and holds {documents:,} documents: at this size a grep "
-            "takes hundreds of milliseconds to seconds (p95 about 0.2 s at 100k messages, 2.4 s at 1M); "
+            "takes hundreds of milliseconds to seconds (p95 about 0.11 s at 100k messages, 1.0 s at 1M); "
             f"tantivy answers the same queries in tens of milliseconds: {install}`vaultlcm reindex --backend tantivy`",
             None))
 

@@ -442,9 +442,7 @@ class BufferedIndex(SearchIndex):
         pq = parse_query(query)
         if not pq.clauses or limit <= 0 or filters is None:
             return []
-        self.flush()
-        with self._read_lock:
-            return self._guard(self._ranked, "search", pq, filters, limit, offset, sort, snippets)
+        return self._read(self._ranked, "search", pq, filters, limit, offset, sort, snippets)
 
     def count_matches(
         self,
@@ -461,9 +459,7 @@ class BufferedIndex(SearchIndex):
         pq = parse_query(query)
         if not pq.clauses or filters is None:
             return MatchCount(0, {k: 0 for k in KINDS}, {})
-        self.flush()
-        with self._read_lock:
-            return self._guard(self._n_tally, "count", pq, filters, per_day)
+        return self._read(self._n_tally, "count", pq, filters, per_day)
 
     def some_words_docs(self, query: str) -> int:
         pq = parse_query(query)
@@ -562,19 +558,20 @@ class BufferedIndex(SearchIndex):
         return count[0]
 
     def stored_hashes(self) -> dict[str, str]:
-        self.flush()
-        with self._read_lock:
-            return self._guard(self._n_hashes, "read")
+        return self._read(self._n_hashes, "read")  # type: ignore[no-any-return]
 
     def count(self) -> int:
-        self.flush()
-        with self._read_lock:
-            return int(self._guard(self._n_count, "read"))
+        return int(self._read(self._n_count, "read"))
 
     def outdated_docs(self) -> int:
+        return int(self._read(self._n_outdated, "read"))
+
+    def _read(self, fn: Callable[..., Any], what: str, *args: Any) -> Any:
+        """``fn(*args)`` on what is committed: the pending documents flushed first, under the read lock,
+        its failures turned into index errors (``what`` names the operation, see :meth:`_guard`)."""
         self.flush()
         with self._read_lock:
-            return int(self._guard(self._n_outdated, "read"))
+            return self._guard(fn, what, *args)
 
     def _n_outdated(self) -> int:
         """Committed documents in an older, slower format (see :meth:`SearchIndex.outdated_docs`)."""

@@ -332,8 +332,7 @@ class WhooshIndex(BufferedIndex):
         return col
 
     def _query(self, pq: ParsedQuery, filters: Filters) -> Any:
-        reader = self._searcher.reader()
-        compiled = [self._compile(c, reader) for c in pq.clauses]
+        compiled = [self._compile(c) for c in pq.clauses]
         q: Any
         optional = [c for c, part in zip(compiled, pq.parts) if not part.required]
         if filters.match == "any" and len(compiled) > 1 and optional:
@@ -369,8 +368,8 @@ class WhooshIndex(BufferedIndex):
         Whoosh's matchers take).
 
         A grep asks for the count of a query, then for a page of messages and one of
-        summaries: one evaluation of both kinds, scored, serves all three (each kind is
-        taken from it by the set of summary documents).
+        summaries: one evaluation of both kinds, scored and split by kind as it goes,
+        serves all three.
         """
         pq = self._terms_for_prefixes(pq)
         if not postings_supported(pq, filters):
@@ -462,22 +461,21 @@ class WhooshIndex(BufferedIndex):
     def _n_doc_freq(self, term: str) -> int:
         return int(self._searcher.reader().doc_frequency("text", term))
 
-    def _compile(self, node: QNode, reader: Any) -> Any:
+    def _compile(self, node: QNode) -> Any:
         if isinstance(node, QTerm):
             return query.Term("text", node.text)
         if isinstance(node, QPhrase):
             return query.Phrase("text", list(node.words), slop=1)
         if isinstance(node, QPrefix):
-            return self._prefix(node.text, reader)
+            return self._prefix(node.text)
         if isinstance(node, QPhrasePrefix):
             words = [query.Term("text", w) for w in node.words[:-1]]
-            return query.Sequence([*words, self._prefix(node.words[-1], reader)])
+            return query.Sequence([*words, self._prefix(node.words[-1])])
         assert isinstance(node, QAny)
-        return query.Or([self._compile(o, reader) for o in node.options])
+        return query.Or([self._compile(o) for o in node.options])
 
-    @staticmethod
-    def _prefix(text: str, reader: Any) -> Any:
-        terms = _expand(text, reader)
+    def _prefix(self, text: str) -> Any:
+        terms = self._prefix_terms(text)
         if terms is None:
             return query.Prefix("text", text)  # constant score, unbounded
         if not terms:
@@ -490,12 +488,19 @@ class WhooshIndex(BufferedIndex):
         evaluate it; a prefix of more than :data:`MAX_PREFIX_TERMS` terms stays (Whoosh's constant score)."""
         if not any(isinstance(c, QPrefix) for c in pq.clauses):
             return pq
-        reader = self._searcher.reader()
         clauses = []
         for clause in pq.clauses:
-            terms = _expand(clause.text, reader) if isinstance(clause, QPrefix) else None
+            terms = self._prefix_terms(clause.text) if isinstance(clause, QPrefix) else None
             clauses.append(clause if terms is None else QAny(tuple(QTerm(t) for t in terms)))
         return replace(pq, clauses=tuple(clauses))
+
+    def _prefix_terms(self, prefix: str) -> list[str] | None:
+        """The indexed words starting with ``prefix`` (None: more than :data:`MAX_PREFIX_TERMS`), read
+        from the term table once per searcher: a grep asks for them in its count and each of its pages."""
+        key = f"prefix:{prefix}"
+        if key not in self._cols:
+            self._cols[key] = _expand(prefix, self._searcher.reader())
+        return self._cols[key]  # type: ignore[no-any-return]
 
     # -- background merges
 
